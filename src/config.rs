@@ -1,0 +1,77 @@
+//! Validated scalar types for configuration files.
+//!
+//! Each rejects a bad value while it is being deserialized, so the TOML parser reports the error at the
+//! value's own line and column, with the field's name.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+macro_rules! checked_float {
+    ($(#[$doc:meta])* $name:ident, $ok:expr, $expect:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, PartialOrd, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(pub f64);
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let v = f64::deserialize(d)?;
+                let ok: fn(f64) -> bool = $ok;
+                if v.is_finite() && ok(v) {
+                    Ok($name(v))
+                } else {
+                    Err(serde::de::Error::custom(format!(concat!("expected ", $expect, ", got {}"), v)))
+                }
+            }
+        }
+    };
+}
+
+checked_float!(
+    /// A finite number > 0.
+    Positive,
+    |v| v > 0.0,
+    "a number greater than 0"
+);
+checked_float!(
+    /// A finite number ≥ 0.
+    NonNegative,
+    |v| v >= 0.0,
+    "a number at least 0"
+);
+checked_float!(
+    /// A number in [0, 1].
+    Fraction,
+    |v| (0.0..=1.0).contains(&v),
+    "a fraction between 0 and 1"
+);
+
+impl Default for NonNegative {
+    fn default() -> Self {
+        NonNegative(0.0)
+    }
+}
+
+impl Fraction {
+    /// 1.0, for serde defaults.
+    pub fn one() -> Self {
+        Fraction(1.0)
+    }
+}
+
+/// An integer ≥ 1 that fits in 32 bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct PositiveInt(pub u32);
+
+impl<'de> Deserialize<'de> for PositiveInt {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = i64::deserialize(d)?;
+        if v >= 1 && v <= i64::from(u32::MAX) {
+            Ok(PositiveInt(v as u32))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected an integer of at least 1, got {v}"
+            )))
+        }
+    }
+}

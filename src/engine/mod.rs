@@ -1,0 +1,329 @@
+//! The run loop: one event enum, handled in one `match`.
+//!
+//! ```text
+//! workload ──Arrival──► gateway: route ──► worker.enqueue ──► (idle?) start_step ──StepDone@t+dt──┐
+//!                                                   ▲                                            │
+//!                                                   └──── finish_step: tokens, completions ◄─────┘
+//! ```
+//! Arrivals stream from the workload: exactly one future open-loop arrival is in the queue at a time.
+//! Each worker has at most one step in flight, so there are at most `workers + 1 + closed-loop follow-ups`
+//! pending events, whatever the number of requests. No event is ever scheduled per token.
+
+pub mod queue;
+
+use crate::fleet_cache::FleetCache;
+use crate::hardware::PerfModel;
+use crate::metrics::record::{Outcome, Recompute, RequestRecord};
+use crate::metrics::summary::{WorkerSummary, round};
+use crate::metrics::{Collector, Summary};
+use crate::request::Request;
+use crate::rng::{self, SimRng};
+use crate::routing::RoutingPolicy;
+use crate::scenario::Scenario;
+use crate::time::SimTime;
+use crate::worker::{Sequence, Worker, WorkerSnapshot};
+use crate::workload::{OpenLoop, Workload, synthetic::window_end};
+use queue::{Class, EventQueue};
+
+/// Something that happens at an instant.
+#[derive(Debug)]
+enum Event {
+    /// A request reaches the gateway; `streamed` if it came from the open-loop stream (pull the next one).
+    Arrival { request: Request, streamed: bool },
+    /// Worker `0`'s step in flight ends.
+    StepDone(usize),
+}
+
+/// One simulation, from a scenario to a summary.
+pub struct Simulation {
+    name: String,
+    policy_name: String,
+    seed: u64,
+    now: SimTime,
+    queue: EventQueue<Event>,
+    workers: Vec<Worker>,
+    snapshots: Vec<WorkerSnapshot>,
+    router: Box<dyn RoutingPolicy>,
+    router_rng: SimRng,
+    workload: Box<dyn Workload>,
+    collector: Collector,
+    fleet: FleetCache,
+    track_fleet: bool,
+    events: u64,
+    horizon: SimTime,
+}
+
+impl Simulation {
+    /// Builds the fleet, router and workload that `scenario` describes.
+    pub fn from_scenario(s: &Scenario) -> Result<Self, String> {
+        let mut workers = Vec::with_capacity(s.worker_count());
+        for g in &s.workers {
+            let blocks = g.kv_blocks()?;
+            for _ in 0..g.count.0 {
+                let perf: PerfModel = g.perf();
+                workers.push(Worker::with_blocks(workers.len(), perf, g.engine(), blocks));
+            }
+        }
+        let end = window_end(s.duration);
+        let workload = OpenLoop::new(
+            &s.open_loop(),
+            rng::stream(s.seed, "workload"),
+            end,
+            s.max_requests,
+        );
+        let mut sim = Simulation::new(
+            s.name.clone(),
+            s.seed,
+            workers,
+            s.router.build(),
+            Box::new(workload),
+            Collector::new(s.slo.clone(), s.worker_count()),
+        );
+        sim.horizon = end;
+        Ok(sim)
+    }
+
+    /// Assembles a simulation from parts (tests and custom drivers).
+    pub fn new(
+        name: String,
+        seed: u64,
+        workers: Vec<Worker>,
+        router: Box<dyn RoutingPolicy>,
+        workload: Box<dyn Workload>,
+        collector: Collector,
+    ) -> Self {
+        let track_fleet = workers.iter().any(|w| w.params.enable_prefix_caching);
+        let snapshots = workers.iter().map(Worker::snapshot).collect();
+        Simulation {
+            name,
+            policy_name: router.name().to_string(),
+            seed,
+            now: SimTime::ZERO,
+            queue: EventQueue::default(),
+            workers,
+            snapshots,
+            router,
+            router_rng: rng::stream(seed, "router"),
+            workload,
+            collector,
+            fleet: FleetCache::default(),
+            track_fleet,
+            events: 0,
+            horizon: SimTime::ZERO,
+        }
+    }
+
+    /// Runs to the end: every arrival routed, every request finished. `progress` gets the fraction of the
+    /// arrival window simulated, now and then.
+    pub fn run(mut self, progress: &mut dyn FnMut(f64)) -> (Summary, Collector) {
+        self.pull_arrival();
+        while let Some((t, event)) = self.queue.pop() {
+            debug_assert!(t >= self.now, "event queue went back in time");
+            self.now = t;
+            self.events += 1;
+            if self.events % 65_536 == 0 && self.horizon > SimTime::ZERO {
+                progress((t.as_secs_f64() / self.horizon.as_secs_f64()).min(1.0));
+            }
+            match event {
+                Event::Arrival { request, streamed } => {
+                    if streamed {
+                        self.pull_arrival();
+                    }
+                    self.on_arrival(request);
+                }
+                Event::StepDone(w) => self.on_step_done(w),
+            }
+        }
+        assert_eq!(
+            self.collector.arrived,
+            self.collector.finished(),
+            "requests lost: every arrival must complete, fail or be rejected"
+        );
+        progress(1.0);
+        self.into_summary()
+    }
+
+    fn pull_arrival(&mut self) {
+        if let Some(request) = self.workload.next_arrival() {
+            self.queue.push(
+                request.arrival,
+                Class::Arrival,
+                Event::Arrival {
+                    request,
+                    streamed: true,
+                },
+            );
+        }
+    }
+
+    fn on_arrival(&mut self, request: Request) {
+        self.collector.on_arrival();
+        for (snap, w) in self.snapshots.iter_mut().zip(&self.workers) {
+            *snap = w.snapshot();
+        }
+        let Some(decision) = self
+            .router
+            .route(&request, &self.snapshots, &mut self.router_rng)
+        else {
+            self.finish_unserved(request, None, Outcome::Rejected, "no worker up");
+            return;
+        };
+        let w = decision.worker;
+        if !self.workers[w].can_ever_fit(request.prompt_tokens, request.output_tokens) {
+            self.finish_unserved(
+                request,
+                Some(w),
+                Outcome::Rejected,
+                "longer than the worker's KV capacity",
+            );
+            return;
+        }
+        let worker = &mut self.workers[w];
+        let mut seq = Sequence::new(request, self.now, 0);
+        if worker.params.enable_prefix_caching {
+            seq.hashes = seq.request.block_hashes(worker.params.block_size);
+            if self.track_fleet {
+                let prompt_blocks = (seq.request.prompt_tokens / worker.params.block_size) as usize;
+                let prompt_hashes = &seq.hashes[..prompt_blocks.min(seq.hashes.len())];
+                seq.elsewhere_blocks = self.fleet.prefix_held_elsewhere(prompt_hashes, w) as u32;
+            }
+        }
+        worker.enqueue(seq);
+        if !worker.in_step() {
+            self.start_step(w);
+        }
+    }
+
+    fn on_step_done(&mut self, w: usize) {
+        let outcome = self.workers[w].finish_step(self.now);
+        self.sync_fleet(w);
+        for seq in outcome.completed {
+            let record = self.record(w, seq);
+            self.finish(record);
+        }
+        self.start_step(w);
+    }
+
+    fn start_step(&mut self, w: usize) {
+        if let Some(dt) = self.workers[w].start_step(self.now) {
+            self.queue
+                .push(self.now + dt, Class::StepDone, Event::StepDone(w));
+        }
+        self.sync_fleet(w);
+    }
+
+    fn sync_fleet(&mut self, w: usize) {
+        let events = self.workers[w].pool.drain_events();
+        if self.track_fleet {
+            self.fleet.apply(w, events);
+        } else {
+            events.for_each(drop);
+        }
+    }
+
+    fn record(&self, w: usize, seq: Sequence) -> RequestRecord {
+        let r = &seq.request;
+        RequestRecord {
+            id: r.id,
+            session: r.session.map(|s| s.id),
+            turn: r.session.map(|s| s.turn),
+            worker: Some(w),
+            arrival: r.arrival,
+            first_scheduled: seq.first_scheduled,
+            first_token: seq.first_token,
+            finished: self.now,
+            prompt_tokens: r.prompt_tokens,
+            output_tokens: r.output_tokens,
+            cached_tokens: seq.cached_at_admission.unwrap_or(0),
+            prefill_tokens: seq.prefill_tokens,
+            recompute: seq.recompute,
+            preemptions: seq.preemptions,
+            retries: 0,
+            outcome: Outcome::Completed,
+            reason: None,
+        }
+    }
+
+    fn finish_unserved(
+        &mut self,
+        r: Request,
+        worker: Option<usize>,
+        outcome: Outcome,
+        reason: &'static str,
+    ) {
+        let record = RequestRecord {
+            id: r.id,
+            session: r.session.map(|s| s.id),
+            turn: r.session.map(|s| s.turn),
+            worker,
+            arrival: r.arrival,
+            first_scheduled: None,
+            first_token: None,
+            finished: self.now,
+            prompt_tokens: r.prompt_tokens,
+            output_tokens: r.output_tokens,
+            cached_tokens: 0,
+            prefill_tokens: 0,
+            recompute: Recompute::default(),
+            preemptions: 0,
+            retries: 0,
+            outcome,
+            reason: Some(reason),
+        };
+        self.finish(record);
+    }
+
+    fn finish(&mut self, record: RequestRecord) {
+        self.collector.on_finished(&record);
+        if let Some(next) = self.workload.on_finished(&record, self.now) {
+            debug_assert!(next.arrival >= self.now);
+            self.queue.push(
+                next.arrival,
+                Class::Arrival,
+                Event::Arrival {
+                    request: next,
+                    streamed: false,
+                },
+            );
+        }
+    }
+
+    fn into_summary(self) -> (Summary, Collector) {
+        let end = self.now.as_secs_f64();
+        let workers = self
+            .workers
+            .iter()
+            .map(|w| WorkerSummary {
+                id: w.id,
+                gpu: w.perf.gpu.as_str().to_string(),
+                model: w.perf.model.as_str().to_string(),
+                tp: w.perf.tp,
+                precision: w.perf.precision.as_str().to_string(),
+                busy_fraction: if end > 0.0 {
+                    round(w.busy.as_secs_f64() / end, 6)
+                } else {
+                    0.0
+                },
+                requests: self.collector.per_worker[w.id],
+                steps: w.steps,
+                kv_blocks: w.pool.total(),
+                kv_peak_fraction: round(
+                    f64::from(w.pool.peak_used()) / f64::from(w.pool.total().max(1)),
+                    6,
+                ),
+                preemptions: w.preemptions,
+                evictions: w.pool.evictions(),
+            })
+            .collect();
+        let summary = Summary::build(
+            &self.name,
+            &self.policy_name,
+            self.seed,
+            &self.collector,
+            workers,
+            end,
+            self.events,
+        );
+        (summary, self.collector)
+    }
+}

@@ -1,0 +1,335 @@
+//! The step-time model: how long one engine iteration takes for a given batch.
+//!
+//! ```text
+//! prefill FLOPs = 2·N_active·Σ n_i + 2·N_head·seqs + 4·L·H·hd·Σ (n_i·c_i + n_i²/2)
+//! bytes moved   = weights/TP (experts touched only) + KV read (Σ c_i) + KV written (Σ n_i)
+//! step time     = T_fixed + max(FLOPs / (peak·η_c(T)), bytes / (BW·η_m)) + TP all-reduce
+//! ```
+//! `n_i` are the new tokens of sequence `i` in this step, `c_i` the tokens already in its KV cache, and
+//! `T = Σ n_i`. `η_c(T) = η_max·T/(T + T_half)` models GEMMs' poor utilisation at small token counts;
+//! together with the roofline `max` this makes small batches cost what streaming the weights costs,
+//! flat in the token count, as measured. Contract: a step always takes at least 1 ns, so the clock
+//! always advances.
+
+use serde::{Deserialize, Serialize};
+
+use super::gpu::{GpuId, GpuSpec};
+use super::model::{ModelId, ModelSpec};
+use crate::time::SimDuration;
+
+/// Numeric format of the weights and the KV cache.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// 16-bit brain float weights, activations and KV cache.
+    #[default]
+    Bf16,
+    /// 8-bit float weights and KV cache (FP8 GEMMs where the GPU has them).
+    Fp8,
+}
+
+impl Precision {
+    /// Every precision, in catalogue order.
+    pub const ALL: [Precision; 2] = [Precision::Bf16, Precision::Fp8];
+
+    /// Bytes per weight and per KV element.
+    pub fn bytes(self) -> f64 {
+        match self {
+            Precision::Bf16 => 2.0,
+            Precision::Fp8 => 1.0,
+        }
+    }
+
+    /// The id as written in scenario files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::Bf16 => "bf16",
+            Precision::Fp8 => "fp8",
+        }
+    }
+}
+
+/// Efficiencies and fixed costs that turn datasheet peaks into step times.
+///
+/// Defaults are published figures, not yet a fit (the calibration profiles replace them):
+/// - BF16 GEMMs reach about 0.70–0.77 of peak at ≥ 2k tokens on A100/H100 (NVIDIA's and AIConfigurator's
+///   GEMM tables); `compute_half_tokens = 64` puts 0.97·η_max at 2,048 tokens.
+/// - Decode streams weights at about 0.75–0.87 of HBM bandwidth at TP 1–2 (Llama-3-8B batch-1 decode on H100:
+///   6.0 ms for 16.1 GB, i.e. 0.80 of 3.35 TB/s; AIConfigurator's composed step times).
+/// - All-reduce: about 0.7 of link bandwidth and ~8 µs latency for a small message on NVLink (vLLM custom
+///   all-reduce measurements in AIConfigurator's tables).
+/// - A fixed per-step engine overhead (scheduling, sampling, launch) of ~0.4 ms in vLLM v1 with CUDA graphs.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Efficiency {
+    /// Asymptotic fraction of tensor peak that large GEMMs reach.
+    pub compute_max: f64,
+    /// Batch tokens at which GEMM efficiency is half of `compute_max`.
+    pub compute_half_tokens: f64,
+    /// Fraction of peak memory bandwidth reached when streaming weights and KV.
+    pub memory: f64,
+    /// Fraction of link bandwidth reached by all-reduce.
+    pub link: f64,
+    /// Latency of one all-reduce, seconds.
+    pub allreduce_latency_s: f64,
+    /// Fixed engine overhead per step, seconds.
+    pub step_overhead_s: f64,
+}
+
+impl Default for Efficiency {
+    fn default() -> Self {
+        Efficiency {
+            compute_max: 0.75,
+            compute_half_tokens: 64.0,
+            memory: 0.80,
+            link: 0.70,
+            allreduce_latency_s: 8e-6,
+            step_overhead_s: 0.4e-3,
+        }
+    }
+}
+
+impl Efficiency {
+    /// Published defaults for one GPU family.
+    pub fn for_gpu(gpu: GpuId) -> Self {
+        match gpu {
+            // ROCm GEMMs reach a smaller fraction of MI300X's larger peak (AMD's and SemiAnalysis' 2024
+            // measurements: ~0.55–0.65 of dense BF16 peak), and HBM3 streaming ~0.75.
+            GpuId::Mi300x => Efficiency {
+                compute_max: 0.60,
+                memory: 0.75,
+                ..Efficiency::default()
+            },
+            // PCIe all-reduce: higher latency, no NVLink.
+            GpuId::L40s => Efficiency {
+                allreduce_latency_s: 25e-6,
+                ..Efficiency::default()
+            },
+            _ => Efficiency::default(),
+        }
+    }
+}
+
+/// The composition of one batch, accumulated by the scheduler in O(batch).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepShape {
+    /// Σ n_i: tokens computed this step (prefill chunks plus one per decode).
+    pub tokens: u64,
+    /// Sequences in the batch (each samples at most one token).
+    pub seqs: u64,
+    /// Σ c_i: tokens already in the KV cache of the batch's sequences (read by attention).
+    pub context_tokens: u64,
+    /// Σ (n_i·c_i + n_i²/2): query–key pairs of causal attention.
+    pub attention_pairs: f64,
+}
+
+impl StepShape {
+    /// Adds one sequence computing `new` tokens on top of `context` cached ones.
+    pub fn add(&mut self, new: u64, context: u64) {
+        self.tokens += new;
+        self.seqs += 1;
+        self.context_tokens += context;
+        let n = new as f64;
+        self.attention_pairs += n * context as f64 + n * n / 2.0;
+    }
+}
+
+/// Step times for one model on one GPU type at one tensor-parallel degree and precision.
+#[derive(Clone, Debug)]
+pub struct PerfModel {
+    pub gpu: GpuId,
+    pub model: ModelId,
+    pub tp: u32,
+    pub precision: Precision,
+    pub eff: Efficiency,
+    // Derived once; all per GPU.
+    peak_flops: f64,
+    mem_bw: f64,
+    dense_weight_bytes: f64,
+    expert_weight_bytes: f64,
+    kv_bytes_per_token: f64,
+    block_flops_per_token: f64,
+    head_flops_per_seq: f64,
+    attn_flops_per_pair: f64,
+    allreduce_bytes_per_token: f64,
+}
+
+impl PerfModel {
+    /// Builds the model for `gpu` × `model` × `tp` × `precision` with efficiencies `eff`.
+    pub fn new(gpu: GpuId, model: ModelId, tp: u32, precision: Precision, eff: Efficiency) -> Self {
+        assert!(tp >= 1, "tensor parallelism must be at least 1");
+        let g: &GpuSpec = gpu.spec();
+        let m: &ModelSpec = model.spec();
+        let tpf = f64::from(tp);
+        let bytes = precision.bytes();
+        let peak = match precision {
+            Precision::Bf16 => g.bf16_flops,
+            Precision::Fp8 => g.fp8_flops.unwrap_or(g.bf16_flops),
+        };
+        let expert_total = f64::from(m.layers) * f64::from(m.experts) * m.expert_params();
+        let dense_params = if m.is_moe() {
+            m.total_params() - expert_total
+        } else {
+            m.total_params()
+        } - m.embedding_params(); // the input embedding is a row lookup: not streamed
+        PerfModel {
+            gpu,
+            model,
+            tp,
+            precision,
+            eff,
+            peak_flops: peak,
+            mem_bw: g.memory_bw,
+            dense_weight_bytes: dense_params * bytes / tpf,
+            expert_weight_bytes: if m.is_moe() {
+                expert_total * bytes / tpf
+            } else {
+                0.0
+            },
+            kv_bytes_per_token: f64::from(m.layers)
+                * 2.0
+                * f64::from(m.kv_heads_per_gpu(tp))
+                * f64::from(m.head_dim)
+                * bytes,
+            block_flops_per_token: 2.0 * m.active_block_params() / tpf,
+            head_flops_per_seq: 2.0 * m.embedding_params() / tpf,
+            attn_flops_per_pair: 4.0 * f64::from(m.layers) * f64::from(m.heads * m.head_dim) / tpf,
+            // Two all-reduces per layer of the hidden state, activations in 16 bits.
+            allreduce_bytes_per_token: 2.0 * f64::from(m.hidden),
+        }
+    }
+
+    /// Builds the model with the GPU family's published default efficiencies.
+    pub fn with_defaults(gpu: GpuId, model: ModelId, tp: u32, precision: Precision) -> Self {
+        Self::new(gpu, model, tp, precision, Efficiency::for_gpu(gpu))
+    }
+
+    /// KV-cache bytes one token occupies on each GPU of the replica.
+    pub fn kv_bytes_per_token_per_gpu(&self) -> f64 {
+        self.kv_bytes_per_token
+    }
+
+    /// Weight bytes resident on each GPU of the replica (embedding included).
+    pub fn weight_bytes_per_gpu(&self) -> f64 {
+        self.model.spec().total_params() * self.precision.bytes() / f64::from(self.tp)
+    }
+
+    /// Duration of one engine step for a batch of shape `s`. Never less than 1 ns.
+    pub fn step_time(&self, s: &StepShape) -> SimDuration {
+        SimDuration::from_secs_f64(self.step_seconds(s).max(1e-9))
+    }
+
+    /// [`PerfModel::step_time`] in float seconds.
+    pub fn step_seconds(&self, s: &StepShape) -> f64 {
+        if s.tokens == 0 {
+            return 0.0;
+        }
+        let m = self.model.spec();
+        let t = s.tokens as f64;
+        let flops = self.block_flops_per_token * t
+            + self.head_flops_per_seq * s.seqs as f64
+            + self.attn_flops_per_pair * s.attention_pairs;
+        let eta_c = self.eff.compute_max * t / (t + self.eff.compute_half_tokens);
+        let compute_s = flops / (self.peak_flops * eta_c);
+
+        let expert_bytes = if m.is_moe() {
+            // Each token picks k of E experts per layer; with T tokens the expected fraction of experts touched
+            // is 1 − (1 − k/E)^T.
+            let miss = 1.0 - f64::from(m.experts_per_token) / f64::from(m.experts);
+            self.expert_weight_bytes * (1.0 - miss.powf(t))
+        } else {
+            0.0
+        };
+        let kv_bytes = self.kv_bytes_per_token * (s.context_tokens as f64 + t);
+        let memory_s =
+            (self.dense_weight_bytes + expert_bytes + kv_bytes) / (self.mem_bw * self.eff.memory);
+
+        let comm_s = if self.tp > 1 {
+            let tpf = f64::from(self.tp);
+            let per_reduce = 2.0 * (tpf - 1.0) / tpf * self.allreduce_bytes_per_token * t
+                / (self.gpu.spec().link_bw * self.eff.link)
+                + self.eff.allreduce_latency_s;
+            2.0 * f64::from(m.layers) * per_reduce
+        } else {
+            0.0
+        };
+        self.eff.step_overhead_s + compute_s.max(memory_s) + comm_s
+    }
+
+    /// Time to prefill `prompt` tokens in one step on an idle worker, with `cached` tokens already in cache.
+    pub fn prefill_seconds(&self, prompt: u64, cached: u64) -> f64 {
+        let mut s = StepShape::default();
+        s.add(prompt.saturating_sub(cached).max(1), cached);
+        self.step_seconds(&s)
+    }
+
+    /// Time of one decode step for `batch` sequences each with `context` tokens cached.
+    pub fn decode_step_seconds(&self, batch: u64, context: u64) -> f64 {
+        let mut s = StepShape::default();
+        for _ in 0..batch {
+            s.add(1, context);
+        }
+        self.step_seconds(&s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn llama8b_h100() -> PerfModel {
+        PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16)
+    }
+
+    /// Published: ≈ 40–50 ms (AIConfigurator's composed H100 kernels: 39.4 ms).
+    #[test]
+    fn llama8b_h100_prefill_2048_is_35_to_60_ms() {
+        let ms = llama8b_h100().prefill_seconds(2048, 0) * 1e3;
+        assert!((35.0..60.0).contains(&ms), "prefill {ms} ms");
+    }
+
+    /// Published: ≈ 6–6.5 ms per token at batch 1.
+    #[test]
+    fn llama8b_h100_decode_batch1_is_5_to_9_ms() {
+        let ms = llama8b_h100().decode_step_seconds(1, 1024) * 1e3;
+        assert!((5.0..9.0).contains(&ms), "decode {ms} ms");
+    }
+
+    #[test]
+    fn small_batches_cost_about_the_same_and_time_grows_with_work() {
+        let p = llama8b_h100();
+        let t1 = p.decode_step_seconds(1, 512);
+        let t16 = p.decode_step_seconds(16, 512);
+        assert!(t16 / t1 < 1.2, "decode is weight-bound at small batch");
+        assert!(p.prefill_seconds(4096, 0) > 1.8 * p.prefill_seconds(2048, 0));
+        assert!(p.prefill_seconds(2048, 1024) < p.prefill_seconds(2048, 0));
+    }
+
+    #[test]
+    fn fp8_is_faster_and_tp_splits_the_work() {
+        let bf = llama8b_h100();
+        let fp = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Fp8);
+        assert!(fp.prefill_seconds(2048, 0) < 0.7 * bf.prefill_seconds(2048, 0));
+        assert!(fp.decode_step_seconds(1, 1024) < 0.7 * bf.decode_step_seconds(1, 1024));
+        let tp1 = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_70b, 1, Precision::Bf16);
+        let tp4 = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_70b, 4, Precision::Bf16);
+        assert!(tp4.decode_step_seconds(1, 1024) < 0.4 * tp1.decode_step_seconds(1, 1024));
+    }
+
+    #[test]
+    fn moe_decode_reads_only_touched_experts() {
+        let p = PerfModel::with_defaults(GpuId::H100, ModelId::Mixtral8x7b, 2, Precision::Bf16);
+        assert!(p.decode_step_seconds(1, 512) < 0.5 * p.decode_step_seconds(64, 512));
+    }
+
+    #[test]
+    fn empty_step_takes_no_time_but_any_work_takes_at_least_a_nanosecond() {
+        let p = llama8b_h100();
+        assert_eq!(p.step_seconds(&StepShape::default()), 0.0);
+        let mut s = StepShape::default();
+        s.add(1, 0);
+        assert!(p.step_time(&s).0 >= 1);
+    }
+}

@@ -1,0 +1,36 @@
+//! # fleetsim: a discrete-event simulator of an LLM inference fleet
+//!
+//! fleetsim answers the questions people ask before they change a production inference cluster: which
+//! routing policy, how many GPUs of which kind, and what happens when the worker holding a conversation's
+//! KV cache dies. It models the fleet at the granularity that decides those answers: engine *steps*,
+//! not tokens or kernels.
+//!
+//! ## Architecture
+//! - [`time`] and [`rng`]: integer-nanosecond simulated time and named random streams from one seed.
+//! - [`engine`]: the event queue with one total order `(time, class, sequence)` and the run loop. Arrivals
+//!   stream from a [`workload::Workload`]; each worker has at most one step in flight; nothing is ever
+//!   scheduled per token.
+//! - [`worker`]: one GPU replica, a vLLM-v1-style engine: continuous batching with chunked prefill under a
+//!   token budget, FCFS admission, recompute preemption, and a paged KV block pool with automatic prefix
+//!   caching ([`worker::kv_cache`]).
+//! - [`hardware`]: the GPU and model catalogues and the roofline step-time model.
+//! - [`routing`]: the gateway's policies behind one small trait, over worker snapshots.
+//! - [`fleet_cache`]: which worker holds which cached block, for recompute attribution (and routers).
+//! - [`metrics`]: per-request records folded into counters and histograms; the summary is derived once.
+//! - [`scenario`]: the TOML scenario format, with errors that name file, line and field.
+//!
+//! Determinism is a law: the same scenario and seed give byte-identical `summary.json`.
+
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod fleet_cache;
+pub mod hardware;
+pub mod metrics;
+pub mod request;
+pub mod rng;
+pub mod routing;
+pub mod scenario;
+pub mod time;
+pub mod worker;
+pub mod workload;

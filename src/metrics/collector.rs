@@ -1,0 +1,185 @@
+//! Folds finished requests into counters and latency histograms.
+
+use hdrhistogram::Histogram;
+
+use super::record::{Outcome, Recompute, RequestRecord};
+use crate::scenario::Slo;
+use crate::time::SimTime;
+
+/// A latency distribution in nanoseconds: exact count, mean and max; percentiles to 3 significant digits.
+#[derive(Debug, Clone)]
+pub struct Latency {
+    hist: Histogram<u64>,
+    sum: u128,
+    max: u64,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Latency {
+            // 1 ns to ~11.6 days at 3 significant digits.
+            hist: Histogram::new_with_bounds(1, 1_000_000_000_000_000, 3)
+                .expect("valid histogram bounds"),
+            sum: 0,
+            max: 0,
+        }
+    }
+}
+
+impl Latency {
+    /// Adds one observation.
+    pub fn record(&mut self, ns: u64) {
+        self.hist.saturating_record(ns);
+        self.sum += u128::from(ns);
+        self.max = self.max.max(ns);
+    }
+
+    /// Observations.
+    pub fn count(&self) -> u64 {
+        self.hist.len()
+    }
+
+    /// Exact mean, ns (0 when empty).
+    pub fn mean(&self) -> f64 {
+        if self.count() == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.count() as f64
+        }
+    }
+
+    /// Value at quantile `q` in [0, 1], ns (the bucket's midpoint; 0 when empty).
+    pub fn quantile(&self, q: f64) -> f64 {
+        if self.count() == 0 {
+            return 0.0;
+        }
+        if q >= 1.0 {
+            return self.max as f64;
+        }
+        self.hist.median_equivalent(self.hist.value_at_quantile(q)) as f64
+    }
+
+    /// Exact maximum, ns.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+}
+
+/// Running totals over every finished request.
+#[derive(Debug, Clone)]
+pub struct Collector {
+    pub slo: Slo,
+    pub arrived: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub rejected: u64,
+    pub retried: u64,
+    pub ttft: Latency,
+    pub tpot: Latency,
+    pub e2e: Latency,
+    pub queue: Latency,
+    pub good: u64,
+    /// Prompt tokens of completed requests, and of those served from the prefix cache.
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    pub output_tokens: u64,
+    pub prefill_tokens: u64,
+    pub recompute: Recompute,
+    pub preemptions: u64,
+    pub last_finish: SimTime,
+    /// Completed requests per worker.
+    pub per_worker: Vec<u64>,
+}
+
+impl Collector {
+    /// An empty collector for a fleet of `workers`.
+    pub fn new(slo: Slo, workers: usize) -> Self {
+        Collector {
+            slo,
+            arrived: 0,
+            completed: 0,
+            failed: 0,
+            rejected: 0,
+            retried: 0,
+            ttft: Latency::default(),
+            tpot: Latency::default(),
+            e2e: Latency::default(),
+            queue: Latency::default(),
+            good: 0,
+            prompt_tokens: 0,
+            cached_tokens: 0,
+            output_tokens: 0,
+            prefill_tokens: 0,
+            recompute: Recompute::default(),
+            preemptions: 0,
+            last_finish: SimTime::ZERO,
+            per_worker: vec![0; workers],
+        }
+    }
+
+    /// Counts a request arriving at the gateway.
+    pub fn on_arrival(&mut self) {
+        self.arrived += 1;
+    }
+
+    /// Folds in a finished request.
+    pub fn on_finished(&mut self, r: &RequestRecord) {
+        self.last_finish = self.last_finish.max(r.finished);
+        self.retried += u64::from(r.retries > 0);
+        self.recompute.merge(&r.recompute);
+        self.preemptions += u64::from(r.preemptions);
+        self.prefill_tokens += r.prefill_tokens;
+        match r.outcome {
+            Outcome::Failed => self.failed += 1,
+            Outcome::Rejected => self.rejected += 1,
+            Outcome::Completed => {
+                self.completed += 1;
+                let first = r
+                    .first_token
+                    .expect("a completed request has a first token");
+                let ttft = first.since(r.arrival);
+                self.ttft.record(ttft.0);
+                self.e2e.record(r.finished.since(r.arrival).0);
+                if let Some(s) = r.first_scheduled {
+                    self.queue.record(s.since(r.arrival).0);
+                }
+                let tpot = (r.output_tokens > 1)
+                    .then(|| r.finished.since(first).0 / u64::from(r.output_tokens - 1));
+                if let Some(t) = tpot {
+                    self.tpot.record(t);
+                }
+                let ttft_ok = self.slo.ttft.is_none_or(|s| ttft <= s);
+                let tpot_ok = self.slo.tpot.is_none_or(|s| tpot.is_none_or(|t| t <= s.0));
+                self.good += u64::from(ttft_ok && tpot_ok);
+                self.prompt_tokens += u64::from(r.prompt_tokens);
+                self.cached_tokens += u64::from(r.cached_tokens);
+                self.output_tokens += u64::from(r.output_tokens);
+                if let Some(w) = r.worker {
+                    self.per_worker[w] += 1;
+                }
+            }
+        }
+    }
+
+    /// Requests that have finished in any outcome.
+    pub fn finished(&self) -> u64 {
+        self.completed + self.failed + self.rejected
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_quantiles_are_within_a_tenth_of_a_percent() {
+        let mut l = Latency::default();
+        for v in 1..=100_000u64 {
+            l.record(v * 1000);
+        }
+        assert_eq!(l.mean(), 50_000.5 * 1000.0);
+        let p95 = l.quantile(0.95);
+        assert!((p95 / 95_000_000.0 - 1.0).abs() < 1e-3, "{p95}");
+        assert_eq!(l.quantile(1.0), 100_000_000.0);
+    }
+}

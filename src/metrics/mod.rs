@@ -1,0 +1,11 @@
+//! What is measured: raw per-request records in, one summary out.
+//!
+//! The [`Collector`] folds each finished request into counters and latency histograms (bounded memory:
+//! it does not keep the requests), and the [`summary`] is derived once at the end.
+
+pub mod collector;
+pub mod record;
+pub mod summary;
+
+pub use collector::Collector;
+pub use summary::Summary;

@@ -1,0 +1,108 @@
+//! The per-request record: everything measured about one request, kept raw.
+
+use serde::Serialize;
+
+use crate::request::RequestId;
+use crate::time::SimTime;
+
+/// Why prompt tokens were computed again although their KV had been computed before in the fleet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecomputeCause {
+    /// The worker had cached these blocks and evicted them (within its last `total blocks` evictions).
+    Evicted,
+    /// Another live worker held them when the request was routed.
+    Misrouted,
+    /// They were on a worker that crashed.
+    Failure,
+    /// The request's own KV was freed by preemption.
+    Preempted,
+}
+
+impl RecomputeCause {
+    /// Every cause, in report order.
+    pub const ALL: [RecomputeCause; 4] = [
+        RecomputeCause::Evicted,
+        RecomputeCause::Misrouted,
+        RecomputeCause::Failure,
+        RecomputeCause::Preempted,
+    ];
+
+    /// Position in [`RecomputeCause::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Name as used in output keys.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecomputeCause::Evicted => "evicted",
+            RecomputeCause::Misrouted => "misrouted",
+            RecomputeCause::Failure => "failure",
+            RecomputeCause::Preempted => "preempted",
+        }
+    }
+}
+
+/// Recompute broken down by cause: tokens and GPU-seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Recompute {
+    pub tokens: [u64; 4],
+    pub gpu_seconds: [f64; 4],
+}
+
+impl Recompute {
+    /// Adds another breakdown into this one.
+    pub fn merge(&mut self, other: &Recompute) {
+        for i in 0..4 {
+            self.tokens[i] += other.tokens[i];
+            self.gpu_seconds[i] += other.gpu_seconds[i];
+        }
+    }
+
+    /// Tokens over all causes.
+    pub fn total_tokens(&self) -> u64 {
+        self.tokens.iter().sum()
+    }
+
+    /// GPU-seconds over all causes.
+    pub fn total_gpu_seconds(&self) -> f64 {
+        self.gpu_seconds.iter().sum()
+    }
+}
+
+/// How a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Completed,
+    Failed,
+    Rejected,
+}
+
+/// Everything measured about one request. Times are raw; percentiles are derived once at the end.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestRecord {
+    pub id: RequestId,
+    pub session: Option<u64>,
+    pub turn: Option<u32>,
+    /// Worker that served (or last tried) the request; `None` if it never reached one.
+    pub worker: Option<usize>,
+    pub arrival: SimTime,
+    /// First time a step included the request.
+    pub first_scheduled: Option<SimTime>,
+    pub first_token: Option<SimTime>,
+    pub finished: SimTime,
+    pub prompt_tokens: u32,
+    pub output_tokens: u32,
+    /// Prompt tokens served from the prefix cache at first admission.
+    pub cached_tokens: u32,
+    /// Prompt tokens computed (over every admission, so recompute after preemption counts again).
+    pub prefill_tokens: u64,
+    pub recompute: Recompute,
+    pub preemptions: u32,
+    pub retries: u32,
+    pub outcome: Outcome,
+    /// Why it failed or was rejected.
+    pub reason: Option<&'static str>,
+}

@@ -1,0 +1,317 @@
+//! The run summary: the stable keys of `summary.json` (ARCHITECTURE §2.3), derived once at the end.
+//!
+//! Nothing here depends on the machine or the wall clock, so the same scenario and seed give the same
+//! bytes. Floats are rounded (latencies to the nanosecond, ratios to 1e-6) so that the text is stable.
+
+use serde::Serialize;
+
+use super::collector::{Collector, Latency};
+use super::record::RecomputeCause;
+
+/// Keys of `summary.json`. Add keys freely; never rename one.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub scenario: String,
+    pub policy: String,
+    pub seed: u64,
+    pub requests: Requests,
+    pub ttft_ms: Dist,
+    pub tpot_ms: Dist,
+    pub e2e_ms: Dist,
+    pub queue_ms: Dist,
+    pub throughput: Throughput,
+    pub goodput: Goodput,
+    pub prefix_cache: PrefixCache,
+    pub recompute: RecomputeSummary,
+    pub preemptions: u64,
+    pub workers: Vec<WorkerSummary>,
+    pub sim: SimInfo,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Requests {
+    pub arrived: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub rejected: u64,
+    pub retried: u64,
+}
+
+/// A latency distribution in milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Dist {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Dist {
+    fn of(l: &Latency) -> Self {
+        let ms = |ns: f64| round(ns / 1e6, 6);
+        Dist {
+            count: l.count(),
+            mean: ms(l.mean()),
+            p50: ms(l.quantile(0.50)),
+            p90: ms(l.quantile(0.90)),
+            p95: ms(l.quantile(0.95)),
+            p99: ms(l.quantile(0.99)),
+            max: ms(l.max() as f64),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Throughput {
+    pub requests_per_s: f64,
+    pub input_tokens_per_s: f64,
+    pub output_tokens_per_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Goodput {
+    pub slo_ttft_ms: Option<f64>,
+    pub slo_tpot_ms: Option<f64>,
+    /// Completed requests meeting every SLO that is set, over all requests that arrived.
+    pub fraction: f64,
+    /// Good requests per second of simulated time.
+    pub requests_per_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PrefixCache {
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    pub hit_rate: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CauseCost {
+    pub tokens: u64,
+    pub gpu_seconds: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ByCause {
+    pub evicted: CauseCost,
+    pub misrouted: CauseCost,
+    pub failure: CauseCost,
+    pub preempted: CauseCost,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RecomputeSummary {
+    pub tokens: u64,
+    pub gpu_seconds: f64,
+    /// Prompt tokens computed in all (first computation and recompute).
+    pub prefill_tokens: u64,
+    pub by_cause: ByCause,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerSummary {
+    pub id: usize,
+    pub gpu: String,
+    pub model: String,
+    pub tp: u32,
+    pub precision: String,
+    pub busy_fraction: f64,
+    pub requests: u64,
+    pub steps: u64,
+    pub kv_blocks: u32,
+    pub kv_peak_fraction: f64,
+    pub preemptions: u64,
+    pub evictions: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SimInfo {
+    pub simulated_s: f64,
+    pub events: u64,
+}
+
+/// Rounds to `digits` decimals (for stable, readable output).
+pub fn round(x: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    (x * f).round() / f
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { round(a / b, 6) } else { 0.0 }
+}
+
+impl Summary {
+    /// Derives the summary from a finished run.
+    pub fn build(
+        scenario: &str,
+        policy: &str,
+        seed: u64,
+        c: &Collector,
+        workers: Vec<WorkerSummary>,
+        simulated_s: f64,
+        events: u64,
+    ) -> Self {
+        let cost = |cause: RecomputeCause| CauseCost {
+            tokens: c.recompute.tokens[cause.index()],
+            gpu_seconds: round(c.recompute.gpu_seconds[cause.index()], 6),
+        };
+        Summary {
+            scenario: scenario.to_string(),
+            policy: policy.to_string(),
+            seed,
+            requests: Requests {
+                arrived: c.arrived,
+                completed: c.completed,
+                failed: c.failed,
+                rejected: c.rejected,
+                retried: c.retried,
+            },
+            ttft_ms: Dist::of(&c.ttft),
+            tpot_ms: Dist::of(&c.tpot),
+            e2e_ms: Dist::of(&c.e2e),
+            queue_ms: Dist::of(&c.queue),
+            throughput: Throughput {
+                requests_per_s: ratio(c.completed as f64, simulated_s),
+                input_tokens_per_s: ratio(c.prompt_tokens as f64, simulated_s),
+                output_tokens_per_s: ratio(c.output_tokens as f64, simulated_s),
+            },
+            goodput: Goodput {
+                slo_ttft_ms: c.slo.ttft.map(|d| d.as_millis_f64()),
+                slo_tpot_ms: c.slo.tpot.map(|d| d.as_millis_f64()),
+                fraction: ratio(c.good as f64, c.arrived as f64),
+                requests_per_s: ratio(c.good as f64, simulated_s),
+            },
+            prefix_cache: PrefixCache {
+                prompt_tokens: c.prompt_tokens,
+                cached_tokens: c.cached_tokens,
+                hit_rate: ratio(c.cached_tokens as f64, c.prompt_tokens as f64),
+            },
+            recompute: RecomputeSummary {
+                tokens: c.recompute.total_tokens(),
+                gpu_seconds: round(c.recompute.total_gpu_seconds(), 6),
+                prefill_tokens: c.prefill_tokens,
+                by_cause: ByCause {
+                    evicted: cost(RecomputeCause::Evicted),
+                    misrouted: cost(RecomputeCause::Misrouted),
+                    failure: cost(RecomputeCause::Failure),
+                    preempted: cost(RecomputeCause::Preempted),
+                },
+            },
+            preemptions: c.preemptions,
+            workers,
+            sim: SimInfo {
+                simulated_s: round(simulated_s, 9),
+                events,
+            },
+        }
+    }
+
+    /// `summary.json`: pretty-printed, newline-terminated.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("summary serialises");
+        s.push('\n');
+        s
+    }
+
+    /// `summary.md`: the headline numbers as Markdown tables.
+    pub fn to_markdown(&self) -> String {
+        use std::fmt::Write;
+        let mut o = String::new();
+        let r = &self.requests;
+        let _ = writeln!(
+            o,
+            "# {} — policy `{}`, seed {}\n",
+            self.scenario, self.policy, self.seed
+        );
+        let _ = writeln!(
+            o,
+            "Requests: {} arrived, {} completed, {} failed, {} rejected ({} retried). Simulated {:.1} s, {} events.\n",
+            r.arrived,
+            r.completed,
+            r.failed,
+            r.rejected,
+            r.retried,
+            self.sim.simulated_s,
+            self.sim.events
+        );
+        let _ = writeln!(o, "| latency (ms) | mean | p50 | p90 | p95 | p99 | max |");
+        let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|");
+        for (name, d) in [
+            ("TTFT", &self.ttft_ms),
+            ("TPOT", &self.tpot_ms),
+            ("E2E", &self.e2e_ms),
+            ("queue", &self.queue_ms),
+        ] {
+            let _ = writeln!(
+                o,
+                "| {name} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                d.mean, d.p50, d.p90, d.p95, d.p99, d.max
+            );
+        }
+        let t = &self.throughput;
+        let _ = writeln!(o, "\n| metric | value |\n|---|---:|");
+        let _ = writeln!(o, "| throughput (req/s) | {:.2} |", t.requests_per_s);
+        let _ = writeln!(o, "| input tokens/s | {:.0} |", t.input_tokens_per_s);
+        let _ = writeln!(o, "| output tokens/s | {:.0} |", t.output_tokens_per_s);
+        let g = &self.goodput;
+        let slo = match (g.slo_ttft_ms, g.slo_tpot_ms) {
+            (None, None) => "no SLO set".to_string(),
+            (a, b) => format!(
+                "TTFT ≤ {} ms, TPOT ≤ {} ms",
+                a.map_or("–".into(), |v| v.to_string()),
+                b.map_or("–".into(), |v| v.to_string())
+            ),
+        };
+        let _ = writeln!(o, "| goodput ({slo}) | {:.1}% |", g.fraction * 100.0);
+        let _ = writeln!(
+            o,
+            "| prefix-cache hit rate | {:.1}% |",
+            self.prefix_cache.hit_rate * 100.0
+        );
+        let rc = &self.recompute;
+        let _ = writeln!(
+            o,
+            "| recomputed tokens | {} ({:.2} GPU-s) |",
+            rc.tokens, rc.gpu_seconds
+        );
+        for (name, c) in [
+            ("evicted", &rc.by_cause.evicted),
+            ("misrouted", &rc.by_cause.misrouted),
+            ("failure", &rc.by_cause.failure),
+            ("preempted", &rc.by_cause.preempted),
+        ] {
+            let _ = writeln!(
+                o,
+                "| · {name} | {} ({:.2} GPU-s) |",
+                c.tokens, c.gpu_seconds
+            );
+        }
+        let _ = writeln!(o, "| preemptions | {} |", self.preemptions);
+        let _ = writeln!(
+            o,
+            "\n| worker | gpu | model | busy | requests | KV blocks | KV peak | preemptions | evictions |"
+        );
+        let _ = writeln!(o, "|---:|---|---|---:|---:|---:|---:|---:|---:|");
+        for w in &self.workers {
+            let _ = writeln!(
+                o,
+                "| {} | {} ×{} {} | {} | {:.1}% | {} | {} | {:.1}% | {} | {} |",
+                w.id,
+                w.gpu,
+                w.tp,
+                w.precision,
+                w.model,
+                w.busy_fraction * 100.0,
+                w.requests,
+                w.kv_blocks,
+                w.kv_peak_fraction * 100.0,
+                w.preemptions,
+                w.evictions
+            );
+        }
+        o
+    }
+}

@@ -1,0 +1,527 @@
+//! Scenario files: TOML, unknown fields rejected, every error naming the file, line and field.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::config::Positive;
+use crate::config::{Fraction, PositiveInt};
+use crate::hardware::{GpuId, ModelId, PerfModel, Precision};
+use crate::routing::PolicyConfig;
+use crate::time::SimDuration;
+use crate::worker::{EngineParams, kv_capacity_blocks};
+use crate::workload::dist::LengthSpec;
+use crate::workload::{OpenLoopConfig, SharedPrefix};
+
+/// A scenario that could not be loaded: where, and what is wrong.
+#[derive(Debug, Error)]
+#[error("{location}: {message}")]
+pub struct ScenarioError {
+    /// `file:line:column`, or `file` when no position applies.
+    pub location: String,
+    pub message: String,
+}
+
+/// A whole scenario file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name, copied into every output.
+    pub name: String,
+    /// Master seed of every random stream.
+    #[serde(default)]
+    pub seed: u64,
+    /// Arrival window: open-loop arrivals stop after it; requests in flight then run to completion.
+    pub duration: SimDuration,
+    /// Stop generating after this many requests (optional).
+    #[serde(default)]
+    pub max_requests: Option<u64>,
+    /// Worker groups, in id order.
+    pub workers: Vec<WorkerGroup>,
+    pub workload: WorkloadSpec,
+    #[serde(default)]
+    pub router: PolicyConfig,
+    #[serde(default)]
+    pub slo: Slo,
+}
+
+/// `count` identical workers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerGroup {
+    pub count: PositiveInt,
+    pub gpu: GpuId,
+    pub model: ModelId,
+    /// Tensor-parallel degree (GPUs per replica).
+    #[serde(default = "one")]
+    pub tp: PositiveInt,
+    #[serde(default)]
+    pub precision: Precision,
+    #[serde(default = "defaults::max_num_batched_tokens")]
+    pub max_num_batched_tokens: PositiveInt,
+    #[serde(default = "defaults::max_num_seqs")]
+    pub max_num_seqs: PositiveInt,
+    #[serde(default = "defaults::block_size")]
+    pub block_size: PositiveInt,
+    #[serde(default = "defaults::enable_prefix_caching")]
+    pub enable_prefix_caching: bool,
+    #[serde(default = "defaults::gpu_memory_utilization")]
+    pub gpu_memory_utilization: Fraction,
+    /// Override the KV capacity (blocks per worker) instead of deriving it from memory.
+    #[serde(default)]
+    pub kv_blocks: Option<PositiveInt>,
+}
+
+fn one() -> PositiveInt {
+    PositiveInt(1)
+}
+
+mod defaults {
+    use super::*;
+    pub fn max_num_batched_tokens() -> PositiveInt {
+        PositiveInt(EngineParams::default().max_num_batched_tokens)
+    }
+    pub fn max_num_seqs() -> PositiveInt {
+        PositiveInt(EngineParams::default().max_num_seqs)
+    }
+    pub fn block_size() -> PositiveInt {
+        PositiveInt(EngineParams::default().block_size)
+    }
+    pub fn enable_prefix_caching() -> bool {
+        EngineParams::default().enable_prefix_caching
+    }
+    pub fn gpu_memory_utilization() -> Fraction {
+        Fraction(EngineParams::default().gpu_memory_utilization)
+    }
+}
+
+impl WorkerGroup {
+    /// The engine parameters of each worker in the group.
+    pub fn engine(&self) -> EngineParams {
+        EngineParams {
+            max_num_batched_tokens: self.max_num_batched_tokens.0,
+            max_num_seqs: self.max_num_seqs.0,
+            block_size: self.block_size.0,
+            enable_prefix_caching: self.enable_prefix_caching,
+            gpu_memory_utilization: self.gpu_memory_utilization.0,
+        }
+    }
+
+    /// The step-time model of each worker in the group.
+    pub fn perf(&self) -> PerfModel {
+        PerfModel::with_defaults(self.gpu, self.model, self.tp.0, self.precision)
+    }
+
+    /// KV blocks per worker.
+    pub fn kv_blocks(&self) -> Result<u32, String> {
+        match self.kv_blocks {
+            Some(b) => Ok(b.0),
+            None => kv_capacity_blocks(&self.perf(), &self.engine()),
+        }
+    }
+}
+
+/// Kinds of workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadKind {
+    /// Open loop, Poisson arrivals at `rate`.
+    Poisson,
+    /// Open loop, gamma-distributed gaps at `rate` with coefficient of variation `cv`.
+    Gamma,
+}
+
+/// The `[workload]` table. Flat, with the keys each kind takes checked by [`Scenario::validate`], so that
+/// the parser can point at the exact value that is wrong.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    pub kind: WorkloadKind,
+    /// Mean arrivals per second, fleet-wide.
+    #[serde(default)]
+    pub rate: Option<Positive>,
+    /// Coefficient of variation of the gaps (`gamma` only).
+    #[serde(default)]
+    pub cv: Option<Positive>,
+    /// Tokens of each request's own prompt text (after any shared prefix).
+    #[serde(default)]
+    pub prompt: Option<LengthSpec>,
+    /// Output tokens of each request.
+    #[serde(default)]
+    pub output: Option<LengthSpec>,
+    /// Groups of requests that share a prefix.
+    #[serde(default)]
+    pub shared_prefix: Option<SharedPrefix>,
+}
+
+impl WorkloadSpec {
+    /// The generator settings, or `Err((field path, message))`.
+    pub fn open_loop(&self) -> Result<OpenLoopConfig, (String, String)> {
+        let missing = |k: &str| {
+            (
+                format!("workload.{k}"),
+                format!("required for kind = \"{}\"", self.kind_name()),
+            )
+        };
+        let rate = self.rate.ok_or_else(|| missing("rate"))?;
+        let cv = match (self.kind, self.cv) {
+            (WorkloadKind::Gamma, None) => return Err(missing("cv")),
+            (WorkloadKind::Poisson, Some(_)) => {
+                return Err((
+                    "workload.cv".into(),
+                    "applies only to kind = \"gamma\" (a Poisson process has cv = 1)".into(),
+                ));
+            }
+            (_, cv) => cv,
+        };
+        let length = |spec: &Option<LengthSpec>, key: &str| {
+            spec.as_ref()
+                .ok_or_else(|| missing(key))?
+                .build()
+                .map_err(|(k, m)| (format!("workload.{key}.{k}"), m))
+        };
+        Ok(OpenLoopConfig {
+            rate,
+            cv,
+            prompt: length(&self.prompt, "prompt")?,
+            output: length(&self.output, "output")?,
+            shared_prefix: self.shared_prefix.clone(),
+        })
+    }
+
+    fn kind_name(&self) -> &'static str {
+        match self.kind {
+            WorkloadKind::Poisson => "poisson",
+            WorkloadKind::Gamma => "gamma",
+        }
+    }
+}
+
+/// Service-level objectives: a completed request is *good* if it meets every one that is set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slo {
+    /// Time to first token.
+    #[serde(default)]
+    pub ttft: Option<SimDuration>,
+    /// Time per output token after the first.
+    #[serde(default)]
+    pub tpot: Option<SimDuration>,
+}
+
+impl Scenario {
+    /// Loads and validates a scenario file, applying `--set key.path=value` overrides first.
+    pub fn load(path: &Path, overrides: &[String]) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            location: file.clone(),
+            message: format!("cannot read scenario: {e}"),
+        })?;
+        Self::parse(&text, &file, overrides)
+    }
+
+    /// Parses and validates scenario text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
+        let scenario: Scenario = if overrides.is_empty() {
+            toml::from_str(text).map_err(|e| toml_error(text, file, &e))?
+        } else {
+            let mut table: toml::Table =
+                toml::from_str(text).map_err(|e| toml_error(text, file, &e))?;
+            for o in overrides {
+                apply_override(&mut table, o).map_err(|message| ScenarioError {
+                    location: format!("{file} (--set {o})"),
+                    message,
+                })?;
+            }
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| ScenarioError {
+                    location: format!("{file} (after --set)"),
+                    message: e.message().to_string(),
+                })?
+        };
+        scenario
+            .validate()
+            .map_err(|(path, message)| ScenarioError {
+                location: match find_line(text, &path) {
+                    Some(line) => format!("{file}:{line}"),
+                    None => file.to_string(),
+                },
+                message: format!("{path}: {message}"),
+            })?;
+        Ok(scenario)
+    }
+
+    /// Relations between fields that no single field's type can check. `Err((field path, message))`.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if self.workers.is_empty() {
+            return Err((
+                "workers".into(),
+                "at least one [[workers]] group is required".into(),
+            ));
+        }
+        if self.duration == SimDuration::ZERO {
+            return Err(("duration".into(), "must be greater than 0".into()));
+        }
+        for (i, g) in self.workers.iter().enumerate() {
+            let at = |f: &str| format!("workers[{i}].{f}");
+            if !g.tp.0.is_power_of_two() || g.tp.0 > 8 {
+                return Err((at("tp"), format!("must be 1, 2, 4 or 8, got {}", g.tp.0)));
+            }
+            if g.gpu_memory_utilization.0 == 0.0 {
+                return Err((
+                    at("gpu_memory_utilization"),
+                    "must be greater than 0".into(),
+                ));
+            }
+            let blocks = g.kv_blocks().map_err(|m| (at("model"), m))?;
+            if blocks == 0 {
+                return Err((at("kv_blocks"), "no KV blocks fit".into()));
+            }
+        }
+        self.workload.open_loop()?;
+        Ok(())
+    }
+
+    /// Workers in the fleet.
+    pub fn worker_count(&self) -> usize {
+        self.workers.iter().map(|g| g.count.0 as usize).sum()
+    }
+
+    /// The open-loop generator settings (the scenario has been validated).
+    pub fn open_loop(&self) -> OpenLoopConfig {
+        self.workload.open_loop().expect("validated scenario")
+    }
+}
+
+/// Turns a TOML error into `file:line:column: message`.
+fn toml_error(text: &str, file: &str, e: &toml::de::Error) -> ScenarioError {
+    let location = match e.span() {
+        Some(span) => {
+            let (line, col) = line_col(text, span.start);
+            format!("{file}:{line}:{col}")
+        }
+        None => file.to_string(),
+    };
+    let mut message = e.message().trim().to_string();
+    if let Some(key) = e.span().and_then(|span| key_before(text, span.start)) {
+        if !message.contains(&format!("`{key}`")) {
+            message = format!("`{key}`: {message}");
+        }
+    }
+    ScenarioError { location, message }
+}
+
+/// The key whose value starts at byte `offset`, if the text there reads `key = value`.
+fn key_before(text: &str, offset: usize) -> Option<&str> {
+    let before = text[..offset.min(text.len())].trim_end();
+    let before = before.strip_suffix('=')?.trim_end();
+    let start = before
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'))
+        .map_or(0, |i| i + 1);
+    let key = &before[start..];
+    (!key.is_empty()).then_some(key)
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, col)
+}
+
+/// Best-effort line of a field path such as `workers[1].tp` or `workload.cv` in the original text.
+fn find_line(text: &str, path: &str) -> Option<usize> {
+    let mut parts = path.split('.');
+    let first = parts.next()?;
+    let key = parts.next(); // inline tables: the line of the key that holds them
+    let (table, index) = match first.split_once('[') {
+        Some((t, rest)) => (t, rest.trim_end_matches(']').parse::<usize>().ok()?),
+        None if key.is_none() => {
+            // A top-level key.
+            return text
+                .lines()
+                .position(|l| l.trim_start().starts_with(first))
+                .map(|i| i + 1);
+        }
+        None => (first, 0),
+    };
+    let header_array = format!("[[{table}]]");
+    let header_table = format!("[{table}]");
+    let mut seen = 0;
+    let mut in_table = false;
+    let mut header_line = None;
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            if in_table {
+                break;
+            }
+            if l == header_array || l == header_table {
+                if seen == index {
+                    in_table = true;
+                    header_line = Some(i + 1);
+                }
+                seen += 1;
+            }
+            continue;
+        }
+        if in_table {
+            if let Some(k) = key {
+                if l.starts_with(k) && l[k.len()..].trim_start().starts_with('=') {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    header_line
+}
+
+/// Sets `key.path=value` in a TOML table; `value` is read as TOML, or as a string if it is not TOML.
+fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), String> {
+    let (path, raw) = assignment
+        .split_once('=')
+        .ok_or_else(|| "expected key.path=value".to_string())?;
+    let value: toml::Value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
+        Ok(mut t) => t.remove("v").expect("just parsed"),
+        Err(_) => toml::Value::String(raw.to_string()),
+    };
+    let keys: Vec<&str> = path.trim().split('.').collect();
+    let mut cur = table;
+    for (depth, k) in keys.iter().enumerate() {
+        let last = depth + 1 == keys.len();
+        let (name, index) = match k.split_once('[') {
+            Some((n, rest)) => (
+                n,
+                Some(
+                    rest.trim_end_matches(']')
+                        .parse::<usize>()
+                        .map_err(|_| format!("bad index in `{k}`"))?,
+                ),
+            ),
+            None => (*k, None),
+        };
+        if last && index.is_none() {
+            cur.insert(name.to_string(), value);
+            return Ok(());
+        }
+        let entry = cur
+            .entry(name.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let next = match (entry, index) {
+            (toml::Value::Array(items), Some(i)) => items
+                .get_mut(i)
+                .ok_or_else(|| format!("`{name}` has no element {i}"))?,
+            (e, None) => e,
+            (_, Some(_)) => return Err(format!("`{name}` is not an array")),
+        };
+        if last {
+            *next = value;
+            return Ok(());
+        }
+        cur = next
+            .as_table_mut()
+            .ok_or_else(|| format!("`{k}` is not a table"))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "t"
+seed = 3
+duration = "60s"
+
+[[workers]]
+count = 2
+gpu = "h100"
+model = "llama-3.1-8b"
+
+[workload]
+kind = "poisson"
+rate = 5.0
+prompt = { dist = "fixed", tokens = 100 }
+output = { dist = "fixed", tokens = 10 }
+
+[router]
+policy = "least_outstanding"
+"#;
+
+    fn err(text: &str) -> String {
+        Scenario::parse(text, "s.toml", &[])
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn parses_a_good_scenario() {
+        let s = Scenario::parse(GOOD, "s.toml", &[]).unwrap();
+        assert_eq!(s.worker_count(), 2);
+        assert_eq!(s.router, PolicyConfig::LeastOutstanding);
+        assert_eq!(s.duration, SimDuration::from_secs(60));
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let e = err(&GOOD.replace("count = 2", "count = 0"));
+        assert!(e.starts_with("s.toml:7:"), "{e}");
+        assert!(e.contains("at least 1"), "{e}");
+
+        let e = err(&GOOD.replace("gpu = \"h100\"", "gpu = \"h900\""));
+        assert!(e.starts_with("s.toml:8:") && e.contains("h900"), "{e}");
+
+        let e = err(&GOOD.replace("seed = 3", "seed = 3\nbogus = 1"));
+        assert!(e.contains("bogus"), "{e}");
+
+        let e = err(&GOOD.replace("rate = 5.0", "rate = -5.0"));
+        assert!(
+            e.starts_with("s.toml:13:8: `rate`: expected a number greater than 0"),
+            "{e}"
+        );
+
+        let e = err(&GOOD.replace("tokens = 100", "tokens = -100"));
+        assert!(e.starts_with("s.toml:14:") && e.contains("`tokens`"), "{e}");
+
+        let e = err(&GOOD.replace("tokens = 100", "median = 100"));
+        assert!(
+            e.starts_with("s.toml:14") && e.contains("workload.prompt.median"),
+            "{e}"
+        );
+
+        let e = err(&GOOD.replace("kind = \"poisson\"", "kind = \"gamma\""));
+        assert!(e.contains("workload.cv: required"), "{e}");
+
+        let e = err(&GOOD.replace("count = 2", "count = \"two\""));
+        assert!(e.starts_with("s.toml:7:"), "{e}");
+
+        let e = err(&GOOD.replace("model = \"llama-3.1-8b\"", "model = \"llama-3.1-70b\""));
+        assert!(
+            e.starts_with("s.toml:9") && e.contains("does not fit"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn overrides_apply_to_nested_keys_and_arrays() {
+        let s = Scenario::parse(
+            GOOD,
+            "s.toml",
+            &[
+                "workers[0].count=5".into(),
+                "workload.rate=9".into(),
+                "router.policy=random".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.worker_count(), 5);
+        assert_eq!(s.open_loop().rate.0, 9.0);
+        assert_eq!(s.router, PolicyConfig::Random);
+        let e = Scenario::parse(GOOD, "s.toml", &["workers[3].count=1".into()]).unwrap_err();
+        assert!(e.to_string().contains("no element 3"), "{e}");
+    }
+}

@@ -1,0 +1,230 @@
+//! Simulated time: an integer count of nanoseconds.
+//!
+//! Floats appear only at the edges (parsing a scenario, printing a summary). Inside the simulator every
+//! instant is a [`SimTime`] and every span a [`SimDuration`], so that event ordering is exact and a run
+//! is reproducible to the byte.
+
+use std::fmt;
+use std::ops::{Add, AddAssign, Sub};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Nanoseconds per second.
+pub const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+/// An instant of simulated time, in nanoseconds since the start of the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SimTime(pub u64);
+
+/// A span of simulated time, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SimDuration(pub u64);
+
+impl SimTime {
+    /// The start of every run.
+    pub const ZERO: SimTime = SimTime(0);
+    /// A time later than any event a run can schedule.
+    pub const MAX: SimTime = SimTime(u64::MAX);
+
+    /// Seconds since the start, as a float (for output only).
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / NANOS_PER_SEC as f64
+    }
+
+    /// The span from `earlier` to `self`; panics if `earlier` is later (a clock going backwards is a bug).
+    pub fn since(self, earlier: SimTime) -> SimDuration {
+        SimDuration(
+            self.0
+                .checked_sub(earlier.0)
+                .expect("simulated clock went backwards"),
+        )
+    }
+}
+
+impl SimDuration {
+    /// No time at all.
+    pub const ZERO: SimDuration = SimDuration(0);
+
+    /// A span of whole seconds.
+    pub const fn from_secs(s: u64) -> Self {
+        SimDuration(s * NANOS_PER_SEC)
+    }
+
+    /// A span of whole milliseconds.
+    pub const fn from_millis(ms: u64) -> Self {
+        SimDuration(ms * 1_000_000)
+    }
+
+    /// A span from float seconds, rounded to the nearest nanosecond; negative or non-finite input is a bug.
+    pub fn from_secs_f64(s: f64) -> Self {
+        assert!(s.is_finite() && s >= 0.0, "invalid duration {s} s");
+        SimDuration((s * NANOS_PER_SEC as f64).round() as u64)
+    }
+
+    /// Seconds, as a float (for output and rate arithmetic only).
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / NANOS_PER_SEC as f64
+    }
+
+    /// Milliseconds, as a float (for output only).
+    pub fn as_millis_f64(self) -> f64 {
+        self.0 as f64 / 1e6
+    }
+
+    /// Parses `"250ms"`, `"1.5s"`, `"30m"`, `"2h"`, `"10us"`, `"5ns"`, or a bare number of seconds.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let t = text.trim();
+        let split = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+            .unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let value: f64 = num
+            .parse()
+            .map_err(|_| format!("invalid duration `{text}`: expected a number with a unit such as 250ms, 30s, 5m, 2h"))?;
+        let scale = match unit.trim() {
+            "" | "s" | "sec" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "ns" => 1e-9,
+            "m" | "min" => 60.0,
+            "h" => 3600.0,
+            other => {
+                return Err(format!(
+                    "invalid duration `{text}`: unknown unit `{other}` (use ns, us, ms, s, m or h)"
+                ));
+            }
+        };
+        let secs = value * scale;
+        if !secs.is_finite() || secs < 0.0 {
+            return Err(format!(
+                "invalid duration `{text}`: must be zero or positive"
+            ));
+        }
+        Ok(SimDuration::from_secs_f64(secs))
+    }
+}
+
+impl Add<SimDuration> for SimTime {
+    type Output = SimTime;
+    fn add(self, d: SimDuration) -> SimTime {
+        SimTime(self.0.checked_add(d.0).expect("simulated time overflow"))
+    }
+}
+
+impl AddAssign<SimDuration> for SimTime {
+    fn add_assign(&mut self, d: SimDuration) {
+        *self = *self + d;
+    }
+}
+
+impl Add for SimDuration {
+    type Output = SimDuration;
+    fn add(self, d: SimDuration) -> SimDuration {
+        SimDuration(self.0.checked_add(d.0).expect("duration overflow"))
+    }
+}
+
+impl AddAssign for SimDuration {
+    fn add_assign(&mut self, d: SimDuration) {
+        *self = *self + d;
+    }
+}
+
+impl Sub for SimTime {
+    type Output = SimDuration;
+    fn sub(self, earlier: SimTime) -> SimDuration {
+        self.since(earlier)
+    }
+}
+
+impl fmt::Display for SimTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.6}s", self.as_secs_f64())
+    }
+}
+
+impl fmt::Display for SimDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ns = self.0;
+        if ns % NANOS_PER_SEC == 0 {
+            write!(f, "{}s", ns / NANOS_PER_SEC)
+        } else if ns % 1_000_000 == 0 {
+            write!(f, "{}ms", ns / 1_000_000)
+        } else {
+            write!(f, "{}ns", ns)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SimDuration {
+    /// Accepts a string with a unit (`"250ms"`) or a number of seconds.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Secs(f64),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Text(s) => SimDuration::parse(&s).map_err(serde::de::Error::custom),
+            Raw::Secs(s) if s.is_finite() && s >= 0.0 => Ok(SimDuration::from_secs_f64(s)),
+            Raw::Secs(s) => Err(serde::de::Error::custom(format!(
+                "invalid duration {s}: must be zero or positive"
+            ))),
+        }
+    }
+}
+
+impl Serialize for SimDuration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units() {
+        assert_eq!(
+            SimDuration::parse("250ms").unwrap(),
+            SimDuration::from_millis(250)
+        );
+        assert_eq!(
+            SimDuration::parse("1.5s").unwrap(),
+            SimDuration::from_millis(1500)
+        );
+        assert_eq!(
+            SimDuration::parse("30m").unwrap(),
+            SimDuration::from_secs(1800)
+        );
+        assert_eq!(
+            SimDuration::parse("2h").unwrap(),
+            SimDuration::from_secs(7200)
+        );
+        assert_eq!(SimDuration::parse("10us").unwrap(), SimDuration(10_000));
+        assert_eq!(SimDuration::parse("7").unwrap(), SimDuration::from_secs(7));
+    }
+
+    #[test]
+    fn rejects_bad_durations() {
+        assert!(SimDuration::parse("-1s").is_err());
+        assert!(SimDuration::parse("5 parsecs").is_err());
+        assert!(SimDuration::parse("ms").is_err());
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for d in ["250ms", "30s", "17ns"] {
+            let parsed = SimDuration::parse(d).unwrap();
+            assert_eq!(SimDuration::parse(&parsed.to_string()).unwrap(), parsed);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "backwards")]
+    fn clock_never_goes_backwards() {
+        let _ = SimTime(5).since(SimTime(6));
+    }
+}

@@ -1,0 +1,425 @@
+//! The paged KV block pool with automatic prefix caching (vLLM v1 semantics).
+//!
+//! A worker's KV memory is `total` blocks of `block_size` tokens. A block is either **used**
+//! (`refs > 0`: some running sequence holds it) or **free** (`refs == 0`: on the free queue). A free
+//! block may still hold a **cached** full block of content, identified by its chain hash, which a new
+//! sequence with the same prefix can reuse instead of recomputing it. Allocation takes the block at
+//! the head of the free queue, evicting whatever was cached in it: freed blocks join the tail, so
+//! eviction is least-recently-used.
+//!
+//! Invariants (checked by [`BlockPool::check_invariants`], asserted in debug builds after each operation,
+//! and property-tested):
+//! 1. `used + free == total`, where `used = #{refs > 0}` and `free` is the free queue's length.
+//! 2. A block is on the free queue iff its `refs == 0`.
+//! 3. `index[h] == b` implies `hash[b] == Some(h)`; every block with a hash is in the index.
+//!
+//! Running out of blocks is not a bug: [`BlockPool::allocate`] returns `None` and the scheduler preempts.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+/// Index of a block in the pool.
+pub type BlockId = u32;
+
+const NIL: u32 = u32::MAX;
+
+/// A change to the set of cached blocks, for routers that learn the fleet's caches from events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvEvent {
+    /// A full block with this hash became cached on the worker.
+    Stored(u64),
+    /// The block with this hash was evicted from the worker.
+    Removed(u64),
+}
+
+/// Paged KV memory of one worker, with a prefix cache over its free blocks.
+#[derive(Debug, Clone)]
+pub struct BlockPool {
+    block_size: u32,
+    refs: Vec<u32>,
+    hash: Vec<Option<u64>>,
+    // Free queue: an intrusive doubly linked list over block ids; head is evicted first.
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    head: u32,
+    tail: u32,
+    free: u32,
+    /// Cached content: chain hash → the block that holds it.
+    index: HashMap<u64, BlockId>,
+    /// Hashes this pool evicted recently (bounded FIFO of `total` entries), to attribute recompute.
+    ghost: HashSet<u64>,
+    ghost_order: VecDeque<u64>,
+    events: Vec<KvEvent>,
+    evictions: u64,
+    peak_used: u32,
+}
+
+impl BlockPool {
+    /// A pool of `total` empty blocks of `block_size` tokens.
+    pub fn new(total: u32, block_size: u32) -> Self {
+        assert!(block_size > 0, "block size must be positive");
+        assert!(total < NIL, "too many blocks");
+        let mut pool = BlockPool {
+            block_size,
+            refs: vec![0; total as usize],
+            hash: vec![None; total as usize],
+            prev: vec![NIL; total as usize],
+            next: vec![NIL; total as usize],
+            head: NIL,
+            tail: NIL,
+            free: 0,
+            index: HashMap::new(),
+            ghost: HashSet::new(),
+            ghost_order: VecDeque::new(),
+            events: Vec::new(),
+            evictions: 0,
+            peak_used: 0,
+        };
+        for b in 0..total {
+            pool.push_tail(b);
+        }
+        pool
+    }
+
+    /// Tokens per block.
+    pub fn block_size(&self) -> u32 {
+        self.block_size
+    }
+
+    /// Blocks in the pool.
+    pub fn total(&self) -> u32 {
+        self.refs.len() as u32
+    }
+
+    /// Blocks on the free queue (empty or cached-but-evictable).
+    pub fn free(&self) -> u32 {
+        self.free
+    }
+
+    /// Blocks held by running sequences.
+    pub fn used(&self) -> u32 {
+        self.total() - self.free
+    }
+
+    /// The most blocks ever used at once.
+    pub fn peak_used(&self) -> u32 {
+        self.peak_used
+    }
+
+    /// Cached blocks evicted so far.
+    pub fn evictions(&self) -> u64 {
+        self.evictions
+    }
+
+    /// Distinct blocks of content currently cached (used or free).
+    pub fn cached_blocks(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Blocks needed to hold `tokens` tokens.
+    pub fn blocks_for(&self, tokens: u32) -> u32 {
+        tokens.div_ceil(self.block_size)
+    }
+
+    /// How many leading blocks of `hashes` are cached here. Does not change recency.
+    pub fn cached_prefix(&self, hashes: &[u64]) -> usize {
+        hashes
+            .iter()
+            .take_while(|h| self.index.contains_key(h))
+            .count()
+    }
+
+    /// The block that caches `hash`, if any.
+    pub fn lookup(&self, hash: u64) -> Option<BlockId> {
+        self.index.get(&hash).copied()
+    }
+
+    /// Whether this pool evicted `hash` recently (within the last `total` evictions) and holds it no more.
+    pub fn recently_evicted(&self, hash: u64) -> bool {
+        self.ghost.contains(&hash) && !self.index.contains_key(&hash)
+    }
+
+    /// Of the given blocks, how many sit on the free queue (reusing them takes them off it).
+    pub fn free_among(&self, blocks: &[BlockId]) -> u32 {
+        blocks
+            .iter()
+            .filter(|&&b| self.refs[b as usize] == 0)
+            .count() as u32
+    }
+
+    /// Takes a reference to a cached block, removing it from the free queue if it was there.
+    pub fn touch(&mut self, b: BlockId) {
+        if self.refs[b as usize] == 0 {
+            self.unlink(b);
+        }
+        self.refs[b as usize] += 1;
+        self.note_use();
+        self.debug_check();
+    }
+
+    /// Takes the least recently freed block, evicting its cached content; `None` when every block is used.
+    pub fn allocate(&mut self) -> Option<BlockId> {
+        let b = self.head;
+        if b == NIL {
+            return None;
+        }
+        self.unlink(b);
+        if let Some(h) = self.hash[b as usize].take() {
+            self.index.remove(&h);
+            self.evictions += 1;
+            self.remember_eviction(h);
+            self.events.push(KvEvent::Removed(h));
+        }
+        self.refs[b as usize] = 1;
+        self.note_use();
+        self.debug_check();
+        Some(b)
+    }
+
+    /// Drops one reference to each block, last block first, so that a sequence's tail is evicted before
+    /// its head (whose prefix is more likely to be shared).
+    pub fn release(&mut self, blocks: &[BlockId]) {
+        for &b in blocks.iter().rev() {
+            let r = &mut self.refs[b as usize];
+            assert!(*r > 0, "block {b} released more often than taken");
+            *r -= 1;
+            if *r == 0 {
+                self.push_tail(b);
+            }
+        }
+        self.debug_check();
+    }
+
+    /// Records that used block `b` now holds the full block of content `hash`. If that content is already
+    /// cached in another block, `b` stays anonymous (a duplicate computed concurrently).
+    pub fn register(&mut self, b: BlockId, h: u64) {
+        assert!(self.refs[b as usize] > 0, "only a used block can be filled");
+        if self.hash[b as usize].is_some() || self.index.contains_key(&h) {
+            return;
+        }
+        self.hash[b as usize] = Some(h);
+        self.index.insert(h, b);
+        self.events.push(KvEvent::Stored(h));
+        self.debug_check();
+    }
+
+    /// Takes the cache events since the last call.
+    pub fn drain_events(&mut self) -> std::vec::Drain<'_, KvEvent> {
+        self.events.drain(..)
+    }
+
+    /// Checks every invariant in the module docs; `Err` names the first that fails.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let used = self.refs.iter().filter(|&&r| r > 0).count() as u32;
+        if used + self.free != self.total() {
+            return Err(format!(
+                "used {used} + free {} != total {}",
+                self.free,
+                self.total()
+            ));
+        }
+        let mut on_queue = vec![false; self.refs.len()];
+        let mut b = self.head;
+        let mut n = 0;
+        while b != NIL {
+            on_queue[b as usize] = true;
+            n += 1;
+            if n > self.total() {
+                return Err("free queue has a cycle".into());
+            }
+            b = self.next[b as usize];
+        }
+        if n != self.free {
+            return Err(format!(
+                "free queue holds {n} blocks, counter says {}",
+                self.free
+            ));
+        }
+        for (i, &r) in self.refs.iter().enumerate() {
+            if (r == 0) != on_queue[i] {
+                return Err(format!(
+                    "block {i}: refs {r} but on free queue = {}",
+                    on_queue[i]
+                ));
+            }
+        }
+        for (&h, &b) in &self.index {
+            if self.hash[b as usize] != Some(h) {
+                return Err(format!(
+                    "index maps {h:#x} to block {b} which holds {:?}",
+                    self.hash[b as usize]
+                ));
+            }
+        }
+        let hashed = self.hash.iter().filter(|h| h.is_some()).count();
+        if hashed != self.index.len() {
+            return Err(format!(
+                "{hashed} hashed blocks but {} index entries",
+                self.index.len()
+            ));
+        }
+        Ok(())
+    }
+
+    fn debug_check(&self) {
+        #[cfg(debug_assertions)]
+        if self.total() <= 4096 {
+            if let Err(e) = self.check_invariants() {
+                panic!("KV block pool invariant broken: {e}");
+            }
+        }
+    }
+
+    fn note_use(&mut self) {
+        self.peak_used = self.peak_used.max(self.used());
+    }
+
+    fn remember_eviction(&mut self, h: u64) {
+        if self.ghost.insert(h) {
+            self.ghost_order.push_back(h);
+            if self.ghost_order.len() > self.refs.len() {
+                if let Some(old) = self.ghost_order.pop_front() {
+                    self.ghost.remove(&old);
+                }
+            }
+        }
+    }
+
+    fn push_tail(&mut self, b: BlockId) {
+        self.prev[b as usize] = self.tail;
+        self.next[b as usize] = NIL;
+        if self.tail == NIL {
+            self.head = b;
+        } else {
+            self.next[self.tail as usize] = b;
+        }
+        self.tail = b;
+        self.free += 1;
+    }
+
+    fn unlink(&mut self, b: BlockId) {
+        let (p, n) = (self.prev[b as usize], self.next[b as usize]);
+        if p == NIL {
+            self.head = n;
+        } else {
+            self.next[p as usize] = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.prev[n as usize] = p;
+        }
+        self.prev[b as usize] = NIL;
+        self.next[b as usize] = NIL;
+        self.free -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn freed_blocks_stay_cached_until_evicted_lru() {
+        let mut p = BlockPool::new(3, 16);
+        let a = p.allocate().unwrap();
+        let b = p.allocate().unwrap();
+        p.register(a, 100);
+        p.register(b, 200);
+        p.release(&[a, b]); // b freed first (tail first), then a
+        assert_eq!(p.cached_prefix(&[100, 200]), 2);
+        assert_eq!(p.free(), 3);
+        // The never-used block goes first, then b (freed before a).
+        let c = p.allocate().unwrap();
+        assert!(c != a && c != b);
+        let d = p.allocate().unwrap();
+        assert_eq!(d, b);
+        assert_eq!(p.cached_prefix(&[100, 200]), 1);
+        assert!(p.recently_evicted(200));
+        assert_eq!(p.allocate(), Some(a));
+        assert_eq!(p.allocate(), None);
+        assert_eq!(p.evictions(), 2);
+    }
+
+    #[test]
+    fn touching_a_cached_block_protects_it() {
+        let mut p = BlockPool::new(2, 16);
+        let a = p.allocate().unwrap();
+        p.register(a, 1);
+        p.release(&[a]);
+        p.touch(a);
+        assert_eq!(p.free(), 1);
+        let other = p.allocate().unwrap();
+        assert_ne!(other, a);
+        assert_eq!(p.allocate(), None);
+        assert_eq!(p.lookup(1), Some(a));
+    }
+
+    #[test]
+    fn duplicate_content_is_not_indexed_twice() {
+        let mut p = BlockPool::new(2, 16);
+        let a = p.allocate().unwrap();
+        let b = p.allocate().unwrap();
+        p.register(a, 9);
+        p.register(b, 9);
+        assert_eq!(p.lookup(9), Some(a));
+        assert_eq!(p.cached_blocks(), 1);
+        p.check_invariants().unwrap();
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Alloc(u64),
+        Release(usize),
+        TouchCached(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u64..40).prop_map(Op::Alloc),
+            (0usize..64).prop_map(Op::Release),
+            (0u64..40).prop_map(Op::TouchCached),
+        ]
+    }
+
+    proptest! {
+        /// used + free == total (and every other invariant) after every operation of any sequence.
+        #[test]
+        fn blocks_are_conserved(total in 1u32..48, ops in proptest::collection::vec(op(), 1..300)) {
+            let mut pool = BlockPool::new(total, 16);
+            let mut held: Vec<BlockId> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Alloc(h) => {
+                        if let Some(b) = pool.allocate() {
+                            pool.register(b, h);
+                            held.push(b);
+                        } else {
+                            prop_assert_eq!(pool.free(), 0);
+                        }
+                    }
+                    Op::Release(i) => {
+                        if !held.is_empty() {
+                            let b = held.swap_remove(i % held.len());
+                            pool.release(&[b]);
+                        }
+                    }
+                    Op::TouchCached(h) => {
+                        if let Some(b) = pool.lookup(h) {
+                            pool.touch(b);
+                            held.push(b);
+                        }
+                    }
+                }
+                prop_assert!(pool.check_invariants().is_ok(), "{:?}", pool.check_invariants());
+                prop_assert_eq!(pool.used() + pool.free(), pool.total());
+                prop_assert_eq!(pool.used() as usize, {
+                    let mut distinct = held.clone();
+                    distinct.sort_unstable();
+                    distinct.dedup();
+                    distinct.len()
+                });
+            }
+        }
+    }
+}

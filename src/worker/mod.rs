@@ -1,0 +1,403 @@
+//! A worker: one GPU replica (possibly tensor-parallel) running a vLLM-v1-style engine.
+//!
+//! Each step builds a batch under a token budget (`max_num_batched_tokens`) and a sequence cap
+//! (`max_num_seqs`): running sequences first (a decode is one token; an unfinished prefill continues
+//! with a chunk), then new sequences from the waiting queue in FCFS order, each reusing its longest
+//! cached prefix. When a running sequence needs a block and none is free, the most recently admitted
+//! sequence is preempted: its blocks are released and it waits to be recomputed. A sequence samples a
+//! token at the end of every step that brings its KV up to date, so its first token comes at the end
+//! of the step that completes its prefill, and it completes with its last token.
+//!
+//! The worker never schedules events itself: [`Worker::start_step`] returns the step's duration and the
+//! engine calls [`Worker::finish_step`] when that time has passed.
+
+pub mod kv_cache;
+pub mod sequence;
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use crate::hardware::{PerfModel, StepShape};
+use crate::metrics::record::RecomputeCause;
+use crate::time::{SimDuration, SimTime};
+use kv_cache::BlockPool;
+use sequence::RecomputeRun;
+pub use sequence::Sequence;
+
+/// Engine parameters, named as vLLM names them.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineParams {
+    /// Token budget of one step (prefill chunks plus decodes).
+    pub max_num_batched_tokens: u32,
+    /// Sequences in one step at most.
+    pub max_num_seqs: u32,
+    /// Tokens per KV block.
+    pub block_size: u32,
+    /// Automatic prefix caching.
+    pub enable_prefix_caching: bool,
+    /// Fraction of GPU memory the engine may use (weights, activations, KV).
+    pub gpu_memory_utilization: f64,
+}
+
+impl Default for EngineParams {
+    /// vLLM v1's defaults for an online server on a data-centre GPU.
+    fn default() -> Self {
+        EngineParams {
+            max_num_batched_tokens: 8192,
+            max_num_seqs: 256,
+            block_size: 16,
+            enable_prefix_caching: true,
+            gpu_memory_utilization: 0.9,
+        }
+    }
+}
+
+/// Bytes kept free for activations and the runtime, per GPU: 1 GiB for the CUDA context, graphs and
+/// allocator slack, plus the peak activations of a full-budget step (hidden states, the MLP's widest
+/// intermediate, and the sampled logits) in 16 bits. vLLM measures this by a profiling run; this is an
+/// estimate of the same order (1–3 GiB for 7–70B models at an 8k-token budget).
+pub fn activation_reserve_bytes(perf: &PerfModel, params: &EngineParams) -> f64 {
+    let m = perf.model.spec();
+    let tokens = f64::from(params.max_num_batched_tokens);
+    let per_token =
+        (4.0 * f64::from(m.hidden) + 2.0 * f64::from(m.intermediate)) * 2.0 / f64::from(perf.tp);
+    let logits = f64::from(params.max_num_seqs) * f64::from(m.vocab) * 4.0;
+    1024.0 * 1024.0 * 1024.0 + tokens * per_token + logits
+}
+
+/// KV blocks that fit on each GPU of the replica, or why none do.
+pub fn kv_capacity_blocks(perf: &PerfModel, params: &EngineParams) -> Result<u32, String> {
+    let gpu = perf.gpu.spec();
+    let budget = params.gpu_memory_utilization * gpu.memory_bytes
+        - perf.weight_bytes_per_gpu()
+        - activation_reserve_bytes(perf, params);
+    let block_bytes = perf.kv_bytes_per_token_per_gpu() * f64::from(params.block_size);
+    if budget < block_bytes {
+        return Err(format!(
+            "{} at tp={} in {} does not fit on {} with gpu_memory_utilization={}: weights need {:.1} GiB per GPU",
+            perf.model.as_str(),
+            perf.tp,
+            perf.precision.as_str(),
+            perf.gpu.as_str(),
+            params.gpu_memory_utilization,
+            perf.weight_bytes_per_gpu() / (1u64 << 30) as f64
+        ));
+    }
+    Ok((budget / block_bytes).floor().min(f64::from(u32::MAX - 1)) as u32)
+}
+
+/// What the gateway may know about a worker when it routes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorkerSnapshot {
+    pub id: usize,
+    /// Whether the gateway believes the worker is up.
+    pub up: bool,
+    /// Requests routed to the worker and not yet finished.
+    pub outstanding: u32,
+    /// Of those, waiting for admission.
+    pub queued: u32,
+    /// Of those, admitted and running.
+    pub running: u32,
+    /// Fraction of KV blocks in use by running sequences.
+    pub kv_utilization: f64,
+}
+
+/// What one step did, returned by [`Worker::finish_step`].
+#[derive(Debug, Default)]
+pub struct StepOutcome {
+    /// Sequences that emitted their last token, in batch order.
+    pub completed: Vec<Sequence>,
+}
+
+/// One GPU replica.
+#[derive(Debug)]
+pub struct Worker {
+    pub id: usize,
+    pub perf: PerfModel,
+    pub params: EngineParams,
+    pub pool: BlockPool,
+    waiting: VecDeque<Sequence>,
+    running: Vec<Sequence>,
+    /// The step in flight: (index into `running`, tokens computed).
+    batch: Vec<(usize, u32)>,
+    batch_seconds: f64,
+    batch_tokens: u64,
+    in_step: bool,
+    // Counters for the summary.
+    pub busy: SimDuration,
+    pub steps: u64,
+    pub preemptions: u64,
+    pub completed: u64,
+}
+
+impl Worker {
+    /// A worker with an empty cache, or an error if the model does not fit.
+    pub fn new(id: usize, perf: PerfModel, params: EngineParams) -> Result<Self, String> {
+        let blocks = kv_capacity_blocks(&perf, &params)?;
+        Ok(Self::with_blocks(id, perf, params, blocks))
+    }
+
+    /// A worker with an explicit number of KV blocks (tests and what-if studies).
+    pub fn with_blocks(id: usize, perf: PerfModel, params: EngineParams, blocks: u32) -> Self {
+        Worker {
+            id,
+            perf,
+            params,
+            pool: BlockPool::new(blocks, params.block_size),
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            batch: Vec::new(),
+            batch_seconds: 0.0,
+            batch_tokens: 0,
+            in_step: false,
+            busy: SimDuration::ZERO,
+            steps: 0,
+            preemptions: 0,
+            completed: 0,
+        }
+    }
+
+    /// Whether a step is in flight.
+    pub fn in_step(&self) -> bool {
+        self.in_step
+    }
+
+    /// Whether a request needing `prompt + output` tokens can ever fit in this worker's KV memory.
+    pub fn can_ever_fit(&self, prompt: u32, output: u32) -> bool {
+        (prompt + output - 1).div_ceil(self.params.block_size) <= self.pool.total()
+    }
+
+    /// Sequences waiting or running.
+    pub fn outstanding(&self) -> usize {
+        self.waiting.len() + self.running.len()
+    }
+
+    /// The gateway's view of this worker.
+    pub fn snapshot(&self) -> WorkerSnapshot {
+        WorkerSnapshot {
+            id: self.id,
+            up: true,
+            outstanding: self.outstanding() as u32,
+            queued: self.waiting.len() as u32,
+            running: self.running.len() as u32,
+            kv_utilization: f64::from(self.pool.used()) / f64::from(self.pool.total().max(1)),
+        }
+    }
+
+    /// Queues a routed request for admission.
+    pub fn enqueue(&mut self, seq: Sequence) {
+        self.waiting.push_back(seq);
+    }
+
+    /// Builds the next batch and returns how long it takes, or `None` if there is nothing to do.
+    pub fn start_step(&mut self, now: SimTime) -> Option<SimDuration> {
+        assert!(
+            !self.in_step,
+            "worker {} started a step while one is in flight",
+            self.id
+        );
+        self.batch.clear();
+        let mut budget = self.params.max_num_batched_tokens;
+        let mut preempted = false;
+
+        // 1. Running sequences, in admission order.
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let n = self.running[i].remaining().min(budget);
+            let target = self.pool.blocks_for(self.running[i].computed + n);
+            let mut scheduled = true;
+            while (self.running[i].blocks.len() as u32) < target {
+                if let Some(b) = self.pool.allocate() {
+                    self.running[i].blocks.push(b);
+                    continue;
+                }
+                // Out of blocks: preempt the most recently admitted sequence, possibly this one.
+                let victim = self.running.len() - 1;
+                self.preempt(victim);
+                preempted = true;
+                if victim == i {
+                    scheduled = false;
+                    break;
+                }
+            }
+            if !scheduled {
+                break;
+            }
+            self.batch.push((i, n));
+            budget -= n;
+            i += 1;
+        }
+
+        // 2. New sequences, FCFS, unless this step had to preempt (as vLLM v1 does).
+        if !preempted {
+            while budget > 0 && (self.running.len() as u32) < self.params.max_num_seqs {
+                let Some(n) = self.try_admit(budget, now) else {
+                    break;
+                };
+                self.batch.push((self.running.len() - 1, n));
+                budget -= n;
+            }
+        }
+
+        if self.batch.is_empty() {
+            return None;
+        }
+        let mut shape = StepShape::default();
+        for &(idx, n) in &self.batch {
+            let seq = &mut self.running[idx];
+            shape.add(u64::from(n), u64::from(seq.computed));
+            seq.first_scheduled.get_or_insert(now);
+        }
+        let dt = self.perf.step_time(&shape);
+        self.batch_seconds = dt.as_secs_f64();
+        self.batch_tokens = shape.tokens;
+        self.in_step = true;
+        self.busy += dt;
+        self.steps += 1;
+        Some(dt)
+    }
+
+    /// Applies the step in flight at its end time `now`: progress, cache registration, sampling.
+    pub fn finish_step(&mut self, now: SimTime) -> StepOutcome {
+        assert!(
+            self.in_step,
+            "worker {} finished a step it never started",
+            self.id
+        );
+        self.in_step = false;
+        let bs = self.params.block_size;
+        let per_token = self.batch_seconds / self.batch_tokens as f64;
+        let mut any_done = false;
+        for &(idx, n) in &self.batch {
+            let seq = &mut self.running[idx];
+            let from = seq.computed;
+            let to = from + n;
+            seq.computed = to;
+            seq.prefill_tokens += u64::from(to.min(seq.request.prompt_tokens).saturating_sub(from));
+            seq.charge_recompute(from, to, per_token);
+            if self.params.enable_prefix_caching {
+                let full_before = (from / bs) as usize;
+                let full_now = ((to / bs) as usize).min(seq.hashes.len());
+                for b in full_before..full_now {
+                    self.pool.register(seq.blocks[b], seq.hashes[b]);
+                }
+            }
+            if seq.computed == seq.num_tokens() {
+                seq.generated += 1;
+                if seq.generated == 1 {
+                    seq.first_token = Some(now);
+                }
+                if seq.generated == seq.request.output_tokens {
+                    any_done = true;
+                }
+            }
+        }
+        let mut outcome = StepOutcome::default();
+        if any_done {
+            let mut kept = Vec::with_capacity(self.running.len());
+            for seq in self.running.drain(..) {
+                if seq.generated == seq.request.output_tokens {
+                    self.pool.release(&seq.blocks);
+                    outcome.completed.push(seq);
+                } else {
+                    kept.push(seq);
+                }
+            }
+            self.running = kept;
+            self.completed += outcome.completed.len() as u64;
+        }
+        self.batch.clear();
+        outcome
+    }
+
+    /// Admits the waiting queue's head if its uncached part fits; returns the tokens scheduled for it.
+    fn try_admit(&mut self, budget: u32, now: SimTime) -> Option<u32> {
+        let bs = self.params.block_size;
+        let caching = self.params.enable_prefix_caching;
+        let seq = self.waiting.front_mut()?;
+        if caching && seq.hashes.is_empty() {
+            seq.hashes = seq.request.block_hashes(bs);
+        }
+        let num_tokens = seq.num_tokens();
+        // At least one token is always computed, to produce logits.
+        let max_hit = (((num_tokens - 1) / bs) as usize).min(seq.hashes.len());
+        let hit = if caching {
+            self.pool.cached_prefix(&seq.hashes[..max_hit])
+        } else {
+            0
+        };
+        let cached = hit as u32 * bs;
+        let n = (num_tokens - cached).min(budget);
+        let hit_blocks: Vec<_> = seq.hashes[..hit]
+            .iter()
+            .map(|h| self.pool.lookup(*h).unwrap())
+            .collect();
+        let new_blocks = self.pool.blocks_for(cached + n) - hit as u32;
+        if self.pool.free() < new_blocks + self.pool.free_among(&hit_blocks) {
+            return None;
+        }
+        let mut seq = self.waiting.pop_front().unwrap();
+        for &b in &hit_blocks {
+            self.pool.touch(b);
+        }
+        seq.blocks = hit_blocks;
+        for _ in 0..new_blocks {
+            let b = self.pool.allocate().expect("free blocks were counted");
+            seq.blocks.push(b);
+        }
+        seq.computed = cached;
+        if seq.cached_at_admission.is_none() {
+            seq.cached_at_admission = Some(cached.min(seq.request.prompt_tokens));
+        }
+        self.attribute_recompute(&mut seq, hit);
+        let _ = now;
+        self.running.push(seq);
+        Some(n)
+    }
+
+    /// Records which of the tokens about to be computed were computed before, and why they must be again.
+    fn attribute_recompute(&self, seq: &mut Sequence, hit: usize) {
+        let bs = self.params.block_size;
+        let cached = hit as u32 * bs;
+        seq.runs.clear();
+        if seq.high_water > cached {
+            seq.runs.push(RecomputeRun {
+                start: cached,
+                end: seq.high_water,
+                cause: RecomputeCause::Preempted,
+            });
+        }
+        // Prompt blocks past the hit (and past anything this request computed itself) that the fleet had.
+        let prompt_blocks = (seq.request.prompt_tokens / bs) as usize;
+        let first = hit.max(seq.high_water.div_ceil(bs) as usize);
+        for b in first..prompt_blocks.min(seq.hashes.len()) {
+            let cause = if self.pool.recently_evicted(seq.hashes[b]) {
+                RecomputeCause::Evicted
+            } else if (b as u32) < seq.elsewhere_blocks {
+                RecomputeCause::Misrouted
+            } else {
+                break; // new content: everything after it in the chain is new too
+            };
+            let (start, end) = (b as u32 * bs, (b as u32 + 1) * bs);
+            match seq.runs.last_mut() {
+                Some(run) if run.cause == cause && run.end == start => run.end = end,
+                _ => seq.runs.push(RecomputeRun { start, end, cause }),
+            }
+        }
+    }
+
+    /// Preempts `running[idx]` (always the last): frees its blocks and puts it at the head of the queue.
+    fn preempt(&mut self, idx: usize) {
+        debug_assert_eq!(idx, self.running.len() - 1);
+        let mut seq = self.running.remove(idx);
+        self.pool.release(&seq.blocks);
+        seq.blocks.clear();
+        seq.high_water = seq.high_water.max(seq.computed);
+        seq.computed = 0;
+        seq.preemptions += 1;
+        self.preemptions += 1;
+        self.waiting.push_front(seq);
+    }
+}

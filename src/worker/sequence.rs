@@ -1,0 +1,98 @@
+//! A request's state inside one worker: its blocks, progress and recompute bookkeeping.
+
+use crate::metrics::record::{Recompute, RecomputeCause};
+use crate::request::Request;
+use crate::time::SimTime;
+use crate::worker::kv_cache::BlockId;
+
+/// A half-open range of token positions `[start, end)` recomputed for one cause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecomputeRun {
+    pub start: u32,
+    pub end: u32,
+    pub cause: RecomputeCause,
+}
+
+/// A request admitted to (or waiting in) a worker.
+///
+/// Invariants: `computed ≤ num_tokens()`; `blocks.len() ≥ ceil(computed / block_size)`;
+/// `generated ≤ request.output_tokens`.
+#[derive(Debug)]
+pub struct Sequence {
+    pub request: Request,
+    /// Full-block chain hashes of prompt + answer (derived at the first admission).
+    pub hashes: Vec<u64>,
+    /// Blocks held, in token order.
+    pub blocks: Vec<BlockId>,
+    /// Tokens whose KV is computed (or reused from the cache).
+    pub computed: u32,
+    /// Output tokens emitted.
+    pub generated: u32,
+    /// Most tokens ever computed, across preemptions.
+    pub high_water: u32,
+    /// Blocks another live worker held when the request was routed (for misrouting attribution).
+    pub elsewhere_blocks: u32,
+    /// Arrival at this worker.
+    pub enqueued: SimTime,
+    pub first_scheduled: Option<SimTime>,
+    pub first_token: Option<SimTime>,
+    /// Prompt tokens hit in the prefix cache at first admission (`None` before it).
+    pub cached_at_admission: Option<u32>,
+    pub prefill_tokens: u64,
+    pub preemptions: u32,
+    /// Token ranges being recomputed since the last admission, and why.
+    pub runs: Vec<RecomputeRun>,
+    pub recompute: Recompute,
+}
+
+impl Sequence {
+    /// A sequence for `request`, not yet admitted.
+    pub fn new(request: Request, enqueued: SimTime, elsewhere_blocks: u32) -> Self {
+        Sequence {
+            request,
+            hashes: Vec::new(),
+            blocks: Vec::new(),
+            computed: 0,
+            generated: 0,
+            high_water: 0,
+            elsewhere_blocks,
+            enqueued,
+            first_scheduled: None,
+            first_token: None,
+            cached_at_admission: None,
+            prefill_tokens: 0,
+            preemptions: 0,
+            runs: Vec::new(),
+            recompute: Recompute::default(),
+        }
+    }
+
+    /// Tokens the model must have seen before sampling the next output token: prompt + outputs so far.
+    pub fn num_tokens(&self) -> u32 {
+        self.request.prompt_tokens + self.generated
+    }
+
+    /// Tokens still to compute before the next sample.
+    pub fn remaining(&self) -> u32 {
+        self.num_tokens() - self.computed
+    }
+
+    /// Blocks held by this sequence at most: prompt + output − 1 tokens of KV (the last sample is never fed back).
+    pub fn max_blocks(&self, block_size: u32) -> u32 {
+        (self.request.prompt_tokens + self.request.output_tokens - 1).div_ceil(block_size)
+    }
+
+    /// Attributes the tokens `[from, to)` of a step's chunk to recompute causes, charging `seconds_per_token`.
+    pub fn charge_recompute(&mut self, from: u32, to: u32, seconds_per_token: f64) {
+        for run in &self.runs {
+            let lo = run.start.max(from);
+            let hi = run.end.min(to);
+            if lo < hi {
+                let i = run.cause.index();
+                let n = hi - lo;
+                self.recompute.tokens[i] += u64::from(n);
+                self.recompute.gpu_seconds[i] += f64::from(n) * seconds_per_token;
+            }
+        }
+    }
+}
