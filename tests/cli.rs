@@ -1,0 +1,102 @@
+//! The command line, as a user runs it.
+
+use assert_cmd::Command;
+use clap::CommandFactory;
+
+use crate::common::scenario_path;
+
+fn fleetsim() -> Command {
+    Command::cargo_bin("fleetsim").unwrap()
+}
+
+#[test]
+fn clap_definition_is_valid() {
+    fleetsim::cli::Cli::command().debug_assert();
+}
+
+#[test]
+fn every_bundled_scenario_validates() {
+    for entry in std::fs::read_dir(scenario_path("")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            fleetsim().arg("validate").arg(&path).assert().success();
+        }
+    }
+}
+
+#[test]
+fn run_writes_results_and_prints_the_summary() {
+    let dir = std::env::temp_dir().join(format!("fleetsim-cli-test-{}", std::process::id()));
+    let out = fleetsim()
+        .args(["run", "--quiet", "--set", "duration=\"20s\"", "--out"])
+        .arg(&dir)
+        .arg(scenario_path("quickstart.toml"))
+        .assert()
+        .success();
+    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(stdout.contains("TTFT"), "{stdout}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    for key in [
+        "scenario", "policy", "seed", "requests", "ttft_ms", "tpot_ms", "e2e_ms", "queue_ms", "throughput",
+        "goodput", "prefix_cache", "recompute", "preemptions", "workers", "sim",
+    ] {
+        assert!(summary.get(key).is_some(), "summary.json lacks {key}");
+    }
+    assert!(summary["recompute"]["by_cause"]["misrouted"]["tokens"].is_u64());
+    assert!(dir.join("summary.md").exists() && dir.join("run_info.json").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn catalog_lists_the_catalogue() {
+    let out = fleetsim().arg("catalog").assert().success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    for id in ["a100", "h100", "h200", "b200", "l40s", "mi300x", "llama-3.1-70b", "mixtral-8x7b", "least_outstanding"] {
+        assert!(text.contains(id), "catalog lacks {id}");
+    }
+}
+
+/// Each malformed scenario exits non-zero with one clear line naming the place and field, never a panic.
+#[test]
+fn malformed_scenarios_give_one_clear_line() {
+    let good = std::fs::read_to_string(scenario_path("quickstart.toml")).unwrap();
+    let cases: &[(&str, &str, &str)] = &[
+        ("count = 4", "count = \"four\"", "`count`"),
+        ("count = 4", "count = 0", "`count`"),
+        ("rate = 40.0", "rate = -40.0", "`rate`"),
+        ("seed = 42", "seed = 42\nspeed = 9", "unknown field `speed`"),
+        ("gpu = \"h100\"", "gpu = \"h100x\"", "unknown variant `h100x`"),
+        ("model = \"llama-3.1-8b\"", "model = \"llama-9\"", "unknown variant `llama-9`"),
+        ("policy = \"least_outstanding\"", "policy = \"telepathy\"", "unknown variant `telepathy`"),
+        ("duration = \"5m\"", "duration = \"5 fortnights\"", "invalid duration"),
+    ];
+    let dir = std::env::temp_dir().join(format!("fleetsim-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, (from, to, expect)) in cases.iter().enumerate() {
+        assert!(good.contains(from), "quickstart.toml no longer contains {from}");
+        let path = dir.join(format!("bad{i}.toml"));
+        std::fs::write(&path, good.replacen(from, to, 1)).unwrap();
+        for cmd in ["validate", "run"] {
+            let out = fleetsim().arg(cmd).arg(&path).assert().failure().code(1);
+            let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+            assert!(!stderr.contains("panicked"), "{cmd} panicked on {to}: {stderr}");
+            assert_eq!(stderr.trim_end().lines().count(), 1, "{cmd}: not one line: {stderr}");
+            assert!(stderr.contains(&format!("bad{i}.toml:")), "{cmd}: no file:line in {stderr}");
+            assert!(stderr.contains(expect), "{cmd}: expected {expect} in {stderr}");
+        }
+    }
+    // Zero worker groups.
+    let path = dir.join("no-workers.toml");
+    let stripped: String = good
+        .split("[[workers]]")
+        .next()
+        .unwrap()
+        .to_string()
+        + &good[good.find("[workload]").unwrap()..];
+    std::fs::write(&path, stripped).unwrap();
+    let out = fleetsim().arg("validate").arg(&path).assert().failure();
+    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(stderr.contains("workers"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
