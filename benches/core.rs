@@ -1,1 +1,81 @@
-fn main() {}
+//! Benchmarks of the simulator's hot paths: the event queue, the KV block pool, and whole runs.
+//!
+//! `cargo bench` runs them; the large-scale figure (a 16-worker, one-hour, ~100k-request run) comes from
+//! `fleetsim run scenarios/bench-16x1h.toml`, whose `run_info.json` reports wall time and events/s.
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use fleetsim::engine::Simulation;
+use fleetsim::engine::queue::{Class, EventQueue};
+use fleetsim::scenario::Scenario;
+use fleetsim::time::SimTime;
+use fleetsim::worker::kv_cache::BlockPool;
+
+fn event_queue(c: &mut Criterion) {
+    let mut g = c.benchmark_group("event_queue");
+    for pending in [16usize, 1024] {
+        g.throughput(Throughput::Elements(1));
+        g.bench_with_input(BenchmarkId::new("push_pop", pending), &pending, |b, &n| {
+            let mut q = EventQueue::default();
+            for i in 0..n as u64 {
+                q.push(SimTime(i * 1000), Class::StepDone, i);
+            }
+            let mut t = n as u64 * 1000;
+            b.iter(|| {
+                let (_, e) = q.pop().unwrap();
+                t += 1000;
+                q.push(SimTime(t), Class::StepDone, black_box(e));
+            });
+        });
+    }
+    g.finish();
+}
+
+fn kv_pool(c: &mut Criterion) {
+    let mut g = c.benchmark_group("kv_pool");
+    // A request's lifetime on an 8B model on an H100 (28k blocks): look up a 64-block prompt, allocate,
+    // register and release it.
+    let blocks = 28_000;
+    g.throughput(Throughput::Elements(64));
+    g.bench_function("request_64_blocks", |b| {
+        let mut pool = BlockPool::new(blocks, 16);
+        let mut next = 0u64;
+        let mut held = Vec::with_capacity(64);
+        b.iter(|| {
+            let hashes: Vec<u64> = (0..64).map(|i| (next % 512) * 1000 + i).collect();
+            next += 1;
+            let hit = pool.cached_prefix(&hashes);
+            held.clear();
+            for h in &hashes[..hit] {
+                let b = pool.lookup(*h).unwrap();
+                pool.touch(b);
+                held.push(b);
+            }
+            for h in &hashes[hit..] {
+                let b = pool.allocate().unwrap();
+                pool.register(b, *h);
+                held.push(b);
+            }
+            pool.release(&held);
+            pool.drain_events().for_each(drop);
+        });
+    });
+    g.finish();
+}
+
+fn whole_run(c: &mut Criterion) {
+    let mut g = c.benchmark_group("simulation");
+    g.sample_size(10);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.toml");
+    let s = Scenario::load(&path, &["duration=\"60s\"".to_string()]).unwrap();
+    let (summary, _) = Simulation::from_scenario(&s).unwrap().run(&mut |_| {});
+    g.throughput(Throughput::Elements(summary.requests.arrived));
+    g.bench_function("quickstart_60s_requests", |b| {
+        b.iter(|| Simulation::from_scenario(&s).unwrap().run(&mut |_| {}).0.requests.completed);
+    });
+    g.finish();
+}
+
+criterion_group!(benches, event_queue, kv_pool, whole_run);
+criterion_main!(benches);

@@ -305,10 +305,10 @@ fn toml_error(text: &str, file: &str, e: &toml::de::Error) -> ScenarioError {
         None => file.to_string(),
     };
     let mut message = e.message().trim().to_string();
-    if let Some(key) = e.span().and_then(|span| key_before(text, span.start)) {
-        if !message.contains(&format!("`{key}`")) {
-            message = format!("`{key}`: {message}");
-        }
+    if let Some(key) = e.span().and_then(|span| key_before(text, span.start))
+        && !message.contains(&format!("`{key}`"))
+    {
+        message = format!("`{key}`: {message}");
     }
     ScenarioError { location, message }
 }
@@ -368,12 +368,12 @@ fn find_line(text: &str, path: &str) -> Option<usize> {
             }
             continue;
         }
-        if in_table {
-            if let Some(k) = key {
-                if l.starts_with(k) && l[k.len()..].trim_start().starts_with('=') {
-                    return Some(i + 1);
-                }
-            }
+        if in_table
+            && let Some(k) = key
+            && l.starts_with(k)
+            && l[k.len()..].trim_start().starts_with('=')
+        {
+            return Some(i + 1);
         }
     }
     header_line

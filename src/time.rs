@@ -146,9 +146,9 @@ impl fmt::Display for SimTime {
 impl fmt::Display for SimDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ns = self.0;
-        if ns % NANOS_PER_SEC == 0 {
+        if ns.is_multiple_of(NANOS_PER_SEC) {
             write!(f, "{}s", ns / NANOS_PER_SEC)
-        } else if ns % 1_000_000 == 0 {
+        } else if ns.is_multiple_of(1_000_000) {
             write!(f, "{}ms", ns / 1_000_000)
         } else {
             write!(f, "{}ns", ns)

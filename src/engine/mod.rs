@@ -121,7 +121,7 @@ impl Simulation {
             debug_assert!(t >= self.now, "event queue went back in time");
             self.now = t;
             self.events += 1;
-            if self.events % 65_536 == 0 && self.horizon > SimTime::ZERO {
+            if self.events.is_multiple_of(65_536) && self.horizon > SimTime::ZERO {
                 progress((t.as_secs_f64() / self.horizon.as_secs_f64()).min(1.0));
             }
             match event {

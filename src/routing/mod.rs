@@ -47,19 +47,15 @@ pub trait RoutingPolicy: Send {
 /// A policy and its parameters, as written in a scenario's `[router]` table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "policy", rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Default)]
 pub enum PolicyConfig {
     /// Each request to the next worker that is up, in id order.
+    #[default]
     RoundRobin,
     /// Each request to a uniformly random worker that is up.
     Random,
     /// The worker with the fewest outstanding requests (least connections); ties rotate.
     LeastOutstanding,
-}
-
-impl Default for PolicyConfig {
-    fn default() -> Self {
-        PolicyConfig::RoundRobin
-    }
 }
 
 impl PolicyConfig {

@@ -262,10 +262,10 @@ impl BlockPool {
 
     fn debug_check(&self) {
         #[cfg(debug_assertions)]
-        if self.total() <= 4096 {
-            if let Err(e) = self.check_invariants() {
-                panic!("KV block pool invariant broken: {e}");
-            }
+        if self.total() <= 1024
+            && let Err(e) = self.check_invariants()
+        {
+            panic!("KV block pool invariant broken: {e}");
         }
     }
 
@@ -276,10 +276,10 @@ impl BlockPool {
     fn remember_eviction(&mut self, h: u64) {
         if self.ghost.insert(h) {
             self.ghost_order.push_back(h);
-            if self.ghost_order.len() > self.refs.len() {
-                if let Some(old) = self.ghost_order.pop_front() {
-                    self.ghost.remove(&old);
-                }
+            if self.ghost_order.len() > self.refs.len()
+                && let Some(old) = self.ghost_order.pop_front()
+            {
+                self.ghost.remove(&old);
             }
         }
     }

@@ -105,17 +105,17 @@ impl Workload for OpenLoop {
         let id = self.next_id;
         self.next_id += 1;
         let mut segments = Vec::with_capacity(2);
-        if let Some((p, zipf)) = &self.prefix {
-            if self.rng.random::<f64>() < p.fraction.0 {
-                let group = match zipf {
-                    Some(z) => z.sample(&mut self.rng) as u32 - 1,
-                    None => self.rng.random_range(0..p.groups.0),
-                };
-                segments.push(Segment {
-                    content: Self::prefix_content(group),
-                    tokens: p.tokens.0,
-                });
-            }
+        if let Some((p, zipf)) = &self.prefix
+            && self.rng.random::<f64>() < p.fraction.0
+        {
+            let group = match zipf {
+                Some(z) => z.sample(&mut self.rng) as u32 - 1,
+                None => self.rng.random_range(0..p.groups.0),
+            };
+            segments.push(Segment {
+                content: Self::prefix_content(group),
+                tokens: p.tokens.0,
+            });
         }
         segments.push(Segment {
             content: Self::unique_content(id),

@@ -30,7 +30,10 @@ fn hit_rate_equals_the_shared_fraction_when_the_cache_holds_the_prefix() {
     // Only the first request misses; within one block of the shared fraction.
     let one_block = 16.0 / f64::from(SHARED + OWN);
     let hit = s.prefix_cache.hit_rate;
-    assert!(hit <= shared_fraction && hit >= shared_fraction - one_block, "hit {hit} vs {shared_fraction}");
+    assert!(
+        hit <= shared_fraction && hit >= shared_fraction - one_block,
+        "hit {hit} vs {shared_fraction}"
+    );
     assert_eq!(s.recompute.tokens, 0);
 }
 
@@ -41,7 +44,11 @@ fn hit_rate_falls_when_the_cache_is_too_small() {
     let big = shared_prefix(8, &["workers[0].kv_blocks=4000"]);
     let small = shared_prefix(8, &["workers[0].kv_blocks=400"]);
     let shared_fraction = f64::from(SHARED) / f64::from(SHARED + OWN);
-    assert!(big.prefix_cache.hit_rate > shared_fraction - 0.01, "{}", big.prefix_cache.hit_rate);
+    assert!(
+        big.prefix_cache.hit_rate > shared_fraction - 0.01,
+        "{}",
+        big.prefix_cache.hit_rate
+    );
     assert!(
         small.prefix_cache.hit_rate < 0.6 * big.prefix_cache.hit_rate,
         "small cache {} vs big {}",

@@ -29,15 +29,29 @@ fn check(rho: f64, requests: u64) {
         ],
     );
     let (summary, c) = run(&s);
-    assert!(summary.requests.completed >= requests * 98 / 100, "{}", summary.requests.completed);
+    assert!(
+        summary.requests.completed >= requests * 98 / 100,
+        "{}",
+        summary.requests.completed
+    );
     // Every request takes exactly D in service.
     let e2e_minus_wait = c.e2e.mean() - c.queue.mean();
-    assert!((e2e_minus_wait / 1e9 - d).abs() < 1e-6 * d + 1e-9, "service {e2e_minus_wait} ns vs D {d} s");
+    assert!(
+        (e2e_minus_wait / 1e9 - d).abs() < 1e-6 * d + 1e-9,
+        "service {e2e_minus_wait} ns vs D {d} s"
+    );
     let measured = c.queue.mean() / 1e9;
     let theory = md1_wait(rho, d);
     let err = (measured / theory - 1.0).abs();
-    println!("M/D/1 rho={rho}: D={d:.6}s measured Wq={measured:.6}s theory={theory:.6}s err={:.2}%", err * 100.0);
-    assert!(err < 0.05, "rho {rho}: mean wait {measured:.6} s vs M/D/1 {theory:.6} s ({:.1}% off)", err * 100.0);
+    println!(
+        "M/D/1 rho={rho}: D={d:.6}s measured Wq={measured:.6}s theory={theory:.6}s err={:.2}%",
+        err * 100.0
+    );
+    assert!(
+        err < 0.05,
+        "rho {rho}: mean wait {measured:.6} s vs M/D/1 {theory:.6} s ({:.1}% off)",
+        err * 100.0
+    );
 }
 
 #[test]

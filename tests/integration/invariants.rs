@@ -23,7 +23,10 @@ fn every_request_finishes_under_kv_pressure() {
     assert!(r.arrived > 600);
     assert_eq!(r.arrived, r.completed + r.failed + r.rejected);
     assert_eq!(r.failed, 0);
-    assert!(summary.preemptions > 0, "the scenario was meant to force preemption");
+    assert!(
+        summary.preemptions > 0,
+        "the scenario was meant to force preemption"
+    );
     assert!(summary.recompute.by_cause.preempted.tokens > 0);
     assert!(summary.recompute.by_cause.preempted.gpu_seconds > 0.0);
     // A request longer than the whole cache is rejected, never stuck.
@@ -38,7 +41,11 @@ fn every_request_finishes_under_kv_pressure() {
 fn a_request_larger_than_the_cache_is_rejected_with_a_reason() {
     let s = scenario(
         SINGLE_WORKER,
-        &["workers[0].kv_blocks=8", "workload.prompt={dist=\"fixed\",tokens=500}", "duration=\"10s\""],
+        &[
+            "workers[0].kv_blocks=8",
+            "workload.prompt={dist=\"fixed\",tokens=500}",
+            "duration=\"10s\"",
+        ],
     );
     let (summary, _) = run(&s);
     assert!(summary.requests.arrived > 0);

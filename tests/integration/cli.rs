@@ -38,8 +38,21 @@ fn run_writes_results_and_prints_the_summary() {
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     for key in [
-        "scenario", "policy", "seed", "requests", "ttft_ms", "tpot_ms", "e2e_ms", "queue_ms", "throughput",
-        "goodput", "prefix_cache", "recompute", "preemptions", "workers", "sim",
+        "scenario",
+        "policy",
+        "seed",
+        "requests",
+        "ttft_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "queue_ms",
+        "throughput",
+        "goodput",
+        "prefix_cache",
+        "recompute",
+        "preemptions",
+        "workers",
+        "sim",
     ] {
         assert!(summary.get(key).is_some(), "summary.json lacks {key}");
     }
@@ -52,7 +65,17 @@ fn run_writes_results_and_prints_the_summary() {
 fn catalog_lists_the_catalogue() {
     let out = fleetsim().arg("catalog").assert().success();
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
-    for id in ["a100", "h100", "h200", "b200", "l40s", "mi300x", "llama-3.1-70b", "mixtral-8x7b", "least_outstanding"] {
+    for id in [
+        "a100",
+        "h100",
+        "h200",
+        "b200",
+        "l40s",
+        "mi300x",
+        "llama-3.1-70b",
+        "mixtral-8x7b",
+        "least_outstanding",
+    ] {
         assert!(text.contains(id), "catalog lacks {id}");
     }
 }
@@ -66,33 +89,61 @@ fn malformed_scenarios_give_one_clear_line() {
         ("count = 4", "count = 0", "`count`"),
         ("rate = 40.0", "rate = -40.0", "`rate`"),
         ("seed = 42", "seed = 42\nspeed = 9", "unknown field `speed`"),
-        ("gpu = \"h100\"", "gpu = \"h100x\"", "unknown variant `h100x`"),
-        ("model = \"llama-3.1-8b\"", "model = \"llama-9\"", "unknown variant `llama-9`"),
-        ("policy = \"least_outstanding\"", "policy = \"telepathy\"", "unknown variant `telepathy`"),
-        ("duration = \"5m\"", "duration = \"5 fortnights\"", "invalid duration"),
+        (
+            "gpu = \"h100\"",
+            "gpu = \"h100x\"",
+            "unknown variant `h100x`",
+        ),
+        (
+            "model = \"llama-3.1-8b\"",
+            "model = \"llama-9\"",
+            "unknown variant `llama-9`",
+        ),
+        (
+            "policy = \"least_outstanding\"",
+            "policy = \"telepathy\"",
+            "unknown variant `telepathy`",
+        ),
+        (
+            "duration = \"5m\"",
+            "duration = \"5 fortnights\"",
+            "invalid duration",
+        ),
     ];
     let dir = std::env::temp_dir().join(format!("fleetsim-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (i, (from, to, expect)) in cases.iter().enumerate() {
-        assert!(good.contains(from), "quickstart.toml no longer contains {from}");
+        assert!(
+            good.contains(from),
+            "quickstart.toml no longer contains {from}"
+        );
         let path = dir.join(format!("bad{i}.toml"));
         std::fs::write(&path, good.replacen(from, to, 1)).unwrap();
         for cmd in ["validate", "run"] {
             let out = fleetsim().arg(cmd).arg(&path).assert().failure().code(1);
             let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
-            assert!(!stderr.contains("panicked"), "{cmd} panicked on {to}: {stderr}");
-            assert_eq!(stderr.trim_end().lines().count(), 1, "{cmd}: not one line: {stderr}");
-            assert!(stderr.contains(&format!("bad{i}.toml:")), "{cmd}: no file:line in {stderr}");
-            assert!(stderr.contains(expect), "{cmd}: expected {expect} in {stderr}");
+            assert!(
+                !stderr.contains("panicked"),
+                "{cmd} panicked on {to}: {stderr}"
+            );
+            assert_eq!(
+                stderr.trim_end().lines().count(),
+                1,
+                "{cmd}: not one line: {stderr}"
+            );
+            assert!(
+                stderr.contains(&format!("bad{i}.toml:")),
+                "{cmd}: no file:line in {stderr}"
+            );
+            assert!(
+                stderr.contains(expect),
+                "{cmd}: expected {expect} in {stderr}"
+            );
         }
     }
     // Zero worker groups.
     let path = dir.join("no-workers.toml");
-    let stripped: String = good
-        .split("[[workers]]")
-        .next()
-        .unwrap()
-        .to_string()
+    let stripped: String = good.split("[[workers]]").next().unwrap().to_string()
         + &good[good.find("[workload]").unwrap()..];
     std::fs::write(&path, stripped).unwrap();
     let out = fleetsim().arg("validate").arg(&path).assert().failure();

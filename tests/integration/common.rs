@@ -6,7 +6,9 @@ use fleetsim::scenario::Scenario;
 
 /// Path of a bundled scenario.
 pub fn scenario_path(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(name)
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(name)
 }
 
 /// Parses scenario text with overrides; panics with the error (a test bug) if it is invalid.
