@@ -15,7 +15,6 @@
 //!   caching ([`worker::kv_cache`]).
 //! - [`hardware`]: the GPU and model catalogues and the roofline step-time model.
 //! - [`routing`]: the gateway's policies behind one small trait, over worker snapshots.
-//! - [`fleet_cache`]: which worker holds which cached block, for recompute attribution (and routers).
 //! - [`metrics`]: per-request records folded into counters and histograms; the summary is derived once.
 //! - [`scenario`]: the TOML scenario format, with errors that name file, line and field.
 //!
@@ -24,7 +23,6 @@
 pub mod cli;
 pub mod config;
 pub mod engine;
-pub mod fleet_cache;
 pub mod hardware;
 pub mod metrics;
 pub mod request;

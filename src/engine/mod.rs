@@ -11,7 +11,6 @@
 
 pub mod queue;
 
-use crate::fleet_cache::FleetCache;
 use crate::hardware::PerfModel;
 use crate::metrics::record::{Outcome, Recompute, RequestRecord};
 use crate::metrics::summary::{WorkerSummary, round};
@@ -47,8 +46,6 @@ pub struct Simulation {
     router_rng: SimRng,
     workload: Box<dyn Workload>,
     collector: Collector,
-    fleet: FleetCache,
-    track_fleet: bool,
     events: u64,
     horizon: SimTime,
 }
@@ -92,7 +89,6 @@ impl Simulation {
         workload: Box<dyn Workload>,
         collector: Collector,
     ) -> Self {
-        let track_fleet = workers.iter().any(|w| w.params.enable_prefix_caching);
         let snapshots = workers.iter().map(Worker::snapshot).collect();
         Simulation {
             name,
@@ -106,8 +102,6 @@ impl Simulation {
             router_rng: rng::stream(seed, "router"),
             workload,
             collector,
-            fleet: FleetCache::default(),
-            track_fleet,
             events: 0,
             horizon: SimTime::ZERO,
         }
@@ -178,25 +172,39 @@ impl Simulation {
             );
             return;
         }
-        let worker = &mut self.workers[w];
         let mut seq = Sequence::new(request, self.now, 0);
-        if worker.params.enable_prefix_caching {
-            seq.hashes = seq.request.block_hashes(worker.params.block_size);
-            if self.track_fleet {
-                let prompt_blocks = (seq.request.prompt_tokens / worker.params.block_size) as usize;
-                let prompt_hashes = &seq.hashes[..prompt_blocks.min(seq.hashes.len())];
-                seq.elsewhere_blocks = self.fleet.prefix_held_elsewhere(prompt_hashes, w) as u32;
-            }
+        let params = self.workers[w].params;
+        if params.enable_prefix_caching {
+            seq.hashes = seq.request.block_hashes(params.block_size);
+            let prompt_blocks = (seq.request.prompt_tokens / params.block_size) as usize;
+            let prompt_hashes = &seq.hashes[..prompt_blocks.min(seq.hashes.len())];
+            seq.elsewhere_blocks = self.best_prefix_elsewhere(w, prompt_hashes) as u32;
         }
-        worker.enqueue(seq);
-        if !worker.in_step() {
+        self.workers[w].enqueue(seq);
+        if !self.workers[w].in_step() {
             self.start_step(w);
         }
     }
 
+    /// The longest cached prefix of `hashes` on any live worker other than `w`, if longer than `w`'s own:
+    /// what a cache-aware router could have reused. Costs one lookup per worker unless another worker
+    /// really has a longer prefix, never a scan of the fleet's caches.
+    fn best_prefix_elsewhere(&self, w: usize, hashes: &[u64]) -> usize {
+        let local = self.workers[w].pool.cached_prefix(hashes);
+        let Some(&next) = hashes.get(local) else {
+            return local;
+        };
+        self.workers
+            .iter()
+            .filter(|v| v.id != w && v.params.block_size == self.workers[w].params.block_size)
+            .filter(|v| v.pool.lookup(next).is_some())
+            .map(|v| v.pool.cached_prefix(hashes))
+            .max()
+            .unwrap_or(0)
+    }
+
     fn on_step_done(&mut self, w: usize) {
         let outcome = self.workers[w].finish_step(self.now);
-        self.sync_fleet(w);
         for seq in outcome.completed {
             let record = self.record(w, seq);
             self.finish(record);
@@ -208,16 +216,6 @@ impl Simulation {
         if let Some(dt) = self.workers[w].start_step(self.now) {
             self.queue
                 .push(self.now + dt, Class::StepDone, Event::StepDone(w));
-        }
-        self.sync_fleet(w);
-    }
-
-    fn sync_fleet(&mut self, w: usize) {
-        let events = self.workers[w].pool.drain_events();
-        if self.track_fleet {
-            self.fleet.apply(w, events);
-        } else {
-            events.for_each(drop);
         }
     }
 

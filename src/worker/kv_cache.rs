@@ -11,24 +11,28 @@
 //! and property-tested):
 //! 1. `used + free == total`, where `used = #{refs > 0}` and `free` is the free queue's length.
 //! 2. A block is on the free queue iff its `refs == 0`.
-//! 3. `index[h] == b` implies `hash[b] == Some(h)`; every block with a hash is in the index.
+//! 3. `index[h] == Cached(b)` iff `hash[b] == Some(h)`.
+//! 4. `index[h] == Evicted(_)` only for hashes evicted within the last `total` evictions and not cached
+//!    since (a bounded "ghost" memory, used to attribute recompute to eviction).
 //!
 //! Running out of blocks is not a bug: [`BlockPool::allocate`] returns `None` and the scheduler preempts.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap as HashMap;
 
 /// Index of a block in the pool.
 pub type BlockId = u32;
 
 const NIL: u32 = u32::MAX;
 
-/// A change to the set of cached blocks, for routers that learn the fleet's caches from events.
+/// What the index knows about one chain hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KvEvent {
-    /// A full block with this hash became cached on the worker.
-    Stored(u64),
-    /// The block with this hash was evicted from the worker.
-    Removed(u64),
+enum Slot {
+    /// Cached in this block.
+    Cached(BlockId),
+    /// Evicted by the eviction with this number.
+    Evicted(u64),
 }
 
 /// Paged KV memory of one worker, with a prefix cache over its free blocks.
@@ -43,12 +47,13 @@ pub struct BlockPool {
     head: u32,
     tail: u32,
     free: u32,
-    /// Cached content: chain hash → the block that holds it.
-    index: HashMap<u64, BlockId>,
-    /// Hashes this pool evicted recently (bounded FIFO of `total` entries), to attribute recompute.
-    ghost: HashSet<u64>,
-    ghost_order: VecDeque<u64>,
-    events: Vec<KvEvent>,
+    /// Chain hash → the block that caches it, or the eviction that removed it (one map, so that an
+    /// eviction costs one lookup).
+    index: HashMap<u64, Slot>,
+    /// Blocks with content (`Cached` entries in `index`).
+    cached: usize,
+    /// The last `total` evictions, oldest first: (hash, eviction number).
+    ghosts: VecDeque<(u64, u64)>,
     evictions: u64,
     peak_used: u32,
 }
@@ -67,10 +72,9 @@ impl BlockPool {
             head: NIL,
             tail: NIL,
             free: 0,
-            index: HashMap::new(),
-            ghost: HashSet::new(),
-            ghost_order: VecDeque::new(),
-            events: Vec::new(),
+            index: HashMap::default(),
+            cached: 0,
+            ghosts: VecDeque::new(),
             evictions: 0,
             peak_used: 0,
         };
@@ -112,7 +116,7 @@ impl BlockPool {
 
     /// Distinct blocks of content currently cached (used or free).
     pub fn cached_blocks(&self) -> usize {
-        self.index.len()
+        self.cached
     }
 
     /// Blocks needed to hold `tokens` tokens.
@@ -124,18 +128,21 @@ impl BlockPool {
     pub fn cached_prefix(&self, hashes: &[u64]) -> usize {
         hashes
             .iter()
-            .take_while(|h| self.index.contains_key(h))
+            .take_while(|h| self.lookup(**h).is_some())
             .count()
     }
 
     /// The block that caches `hash`, if any.
     pub fn lookup(&self, hash: u64) -> Option<BlockId> {
-        self.index.get(&hash).copied()
+        match self.index.get(&hash) {
+            Some(Slot::Cached(b)) => Some(*b),
+            _ => None,
+        }
     }
 
     /// Whether this pool evicted `hash` recently (within the last `total` evictions) and holds it no more.
     pub fn recently_evicted(&self, hash: u64) -> bool {
-        self.ghost.contains(&hash) && !self.index.contains_key(&hash)
+        matches!(self.index.get(&hash), Some(Slot::Evicted(_)))
     }
 
     /// Of the given blocks, how many sit on the free queue (reusing them takes them off it).
@@ -164,10 +171,7 @@ impl BlockPool {
         }
         self.unlink(b);
         if let Some(h) = self.hash[b as usize].take() {
-            self.index.remove(&h);
-            self.evictions += 1;
-            self.remember_eviction(h);
-            self.events.push(KvEvent::Removed(h));
+            self.evict(h);
         }
         self.refs[b as usize] = 1;
         self.note_use();
@@ -193,18 +197,17 @@ impl BlockPool {
     /// cached in another block, `b` stays anonymous (a duplicate computed concurrently).
     pub fn register(&mut self, b: BlockId, h: u64) {
         assert!(self.refs[b as usize] > 0, "only a used block can be filled");
-        if self.hash[b as usize].is_some() || self.index.contains_key(&h) {
+        if self.hash[b as usize].is_some() {
             return;
         }
+        let slot = self.index.entry(h).or_insert(Slot::Evicted(u64::MAX));
+        if let Slot::Cached(_) = slot {
+            return;
+        }
+        *slot = Slot::Cached(b);
         self.hash[b as usize] = Some(h);
-        self.index.insert(h, b);
-        self.events.push(KvEvent::Stored(h));
+        self.cached += 1;
         self.debug_check();
-    }
-
-    /// Takes the cache events since the last call.
-    pub fn drain_events(&mut self) -> std::vec::Drain<'_, KvEvent> {
-        self.events.drain(..)
     }
 
     /// Checks every invariant in the module docs; `Err` names the first that fails.
@@ -242,20 +245,27 @@ impl BlockPool {
                 ));
             }
         }
-        for (&h, &b) in &self.index {
-            if self.hash[b as usize] != Some(h) {
-                return Err(format!(
-                    "index maps {h:#x} to block {b} which holds {:?}",
-                    self.hash[b as usize]
-                ));
+        let mut cached = 0;
+        for (&h, slot) in &self.index {
+            if let Slot::Cached(b) = *slot {
+                cached += 1;
+                if self.hash[b as usize] != Some(h) {
+                    return Err(format!(
+                        "index maps {h:#x} to block {b} which holds {:?}",
+                        self.hash[b as usize]
+                    ));
+                }
             }
         }
         let hashed = self.hash.iter().filter(|h| h.is_some()).count();
-        if hashed != self.index.len() {
+        if hashed != cached || cached != self.cached {
             return Err(format!(
-                "{hashed} hashed blocks but {} index entries",
-                self.index.len()
+                "{hashed} hashed blocks, {cached} cached index entries, counter {}",
+                self.cached
             ));
+        }
+        if self.index.len() - cached > self.ghosts.len() {
+            return Err("more evicted entries than remembered evictions".into());
         }
         Ok(())
     }
@@ -273,13 +283,18 @@ impl BlockPool {
         self.peak_used = self.peak_used.max(self.used());
     }
 
-    fn remember_eviction(&mut self, h: u64) {
-        if self.ghost.insert(h) {
-            self.ghost_order.push_back(h);
-            if self.ghost_order.len() > self.refs.len()
-                && let Some(old) = self.ghost_order.pop_front()
-            {
-                self.ghost.remove(&old);
+    /// Forgets cached content `h`, remembering the eviction for the next `total` evictions.
+    fn evict(&mut self, h: u64) {
+        let stamp = self.evictions;
+        self.evictions += 1;
+        self.cached -= 1;
+        *self.index.get_mut(&h).expect("a hashed block is indexed") = Slot::Evicted(stamp);
+        self.ghosts.push_back((h, stamp));
+        if self.ghosts.len() > self.refs.len() {
+            let (old, old_stamp) = self.ghosts.pop_front().expect("non-empty");
+            // Drop the ghost unless the content was cached again (or evicted again later) since.
+            if self.index.get(&old) == Some(&Slot::Evicted(old_stamp)) {
+                self.index.remove(&old);
             }
         }
     }
