@@ -71,7 +71,14 @@ fn whole_run(c: &mut Criterion) {
     let (summary, _) = Simulation::from_scenario(&s).unwrap().run(&mut |_| {});
     g.throughput(Throughput::Elements(summary.requests.arrived));
     g.bench_function("quickstart_60s_requests", |b| {
-        b.iter(|| Simulation::from_scenario(&s).unwrap().run(&mut |_| {}).0.requests.completed);
+        b.iter(|| {
+            Simulation::from_scenario(&s)
+                .unwrap()
+                .run(&mut |_| {})
+                .0
+                .requests
+                .completed
+        });
     });
     g.finish();
 }

@@ -5,14 +5,12 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::config::Positive;
 use crate::config::{Fraction, PositiveInt};
 use crate::hardware::{GpuId, ModelId, PerfModel, Precision};
 use crate::routing::PolicyConfig;
 use crate::time::SimDuration;
 use crate::worker::{EngineParams, kv_capacity_blocks};
-use crate::workload::dist::LengthSpec;
-use crate::workload::{OpenLoopConfig, SharedPrefix};
+use crate::workload::WorkloadSpec;
 
 /// A scenario that could not be loaded: where, and what is wrong.
 #[derive(Debug, Error)]
@@ -122,82 +120,6 @@ impl WorkerGroup {
     }
 }
 
-/// Kinds of workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkloadKind {
-    /// Open loop, Poisson arrivals at `rate`.
-    Poisson,
-    /// Open loop, gamma-distributed gaps at `rate` with coefficient of variation `cv`.
-    Gamma,
-}
-
-/// The `[workload]` table. Flat, with the keys each kind takes checked by [`Scenario::validate`], so that
-/// the parser can point at the exact value that is wrong.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorkloadSpec {
-    pub kind: WorkloadKind,
-    /// Mean arrivals per second, fleet-wide.
-    #[serde(default)]
-    pub rate: Option<Positive>,
-    /// Coefficient of variation of the gaps (`gamma` only).
-    #[serde(default)]
-    pub cv: Option<Positive>,
-    /// Tokens of each request's own prompt text (after any shared prefix).
-    #[serde(default)]
-    pub prompt: Option<LengthSpec>,
-    /// Output tokens of each request.
-    #[serde(default)]
-    pub output: Option<LengthSpec>,
-    /// Groups of requests that share a prefix.
-    #[serde(default)]
-    pub shared_prefix: Option<SharedPrefix>,
-}
-
-impl WorkloadSpec {
-    /// The generator settings, or `Err((field path, message))`.
-    pub fn open_loop(&self) -> Result<OpenLoopConfig, (String, String)> {
-        let missing = |k: &str| {
-            (
-                format!("workload.{k}"),
-                format!("required for kind = \"{}\"", self.kind_name()),
-            )
-        };
-        let rate = self.rate.ok_or_else(|| missing("rate"))?;
-        let cv = match (self.kind, self.cv) {
-            (WorkloadKind::Gamma, None) => return Err(missing("cv")),
-            (WorkloadKind::Poisson, Some(_)) => {
-                return Err((
-                    "workload.cv".into(),
-                    "applies only to kind = \"gamma\" (a Poisson process has cv = 1)".into(),
-                ));
-            }
-            (_, cv) => cv,
-        };
-        let length = |spec: &Option<LengthSpec>, key: &str| {
-            spec.as_ref()
-                .ok_or_else(|| missing(key))?
-                .build()
-                .map_err(|(k, m)| (format!("workload.{key}.{k}"), m))
-        };
-        Ok(OpenLoopConfig {
-            rate,
-            cv,
-            prompt: length(&self.prompt, "prompt")?,
-            output: length(&self.output, "output")?,
-            shared_prefix: self.shared_prefix.clone(),
-        })
-    }
-
-    fn kind_name(&self) -> &'static str {
-        match self.kind {
-            WorkloadKind::Poisson => "poisson",
-            WorkloadKind::Gamma => "gamma",
-        }
-    }
-}
-
 /// Service-level objectives: a completed request is *good* if it meets every one that is set.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -280,18 +202,13 @@ impl Scenario {
                 return Err((at("kv_blocks"), "no KV blocks fit".into()));
             }
         }
-        self.workload.open_loop()?;
+        self.workload.validate()?;
         Ok(())
     }
 
     /// Workers in the fleet.
     pub fn worker_count(&self) -> usize {
         self.workers.iter().map(|g| g.count.0 as usize).sum()
-    }
-
-    /// The open-loop generator settings (the scenario has been validated).
-    pub fn open_loop(&self) -> OpenLoopConfig {
-        self.workload.open_loop().expect("validated scenario")
     }
 }
 
@@ -519,7 +436,7 @@ policy = "least_outstanding"
         )
         .unwrap();
         assert_eq!(s.worker_count(), 5);
-        assert_eq!(s.open_loop().rate.0, 9.0);
+        assert_eq!(s.workload.rate.unwrap().0, 9.0);
         assert_eq!(s.router, PolicyConfig::Random);
         let e = Scenario::parse(GOOD, "s.toml", &["workers[3].count=1".into()]).unwrap_err();
         assert!(e.to_string().contains("no element 3"), "{e}");

@@ -21,7 +21,7 @@ use crate::routing::RoutingPolicy;
 use crate::scenario::Scenario;
 use crate::time::SimTime;
 use crate::worker::{Sequence, Worker, WorkerSnapshot};
-use crate::workload::{OpenLoop, Workload, synthetic::window_end};
+use crate::workload::{Workload, synthetic::window_end};
 use queue::{Class, EventQueue};
 
 /// Something that happens at an instant.
@@ -62,18 +62,13 @@ impl Simulation {
             }
         }
         let end = window_end(s.duration);
-        let workload = OpenLoop::new(
-            &s.open_loop(),
-            rng::stream(s.seed, "workload"),
-            end,
-            s.max_requests,
-        );
+        let workload = s.workload.build(s.seed, end, s.max_requests);
         let mut sim = Simulation::new(
             s.name.clone(),
             s.seed,
             workers,
             s.router.build(),
-            Box::new(workload),
+            workload,
             Collector::new(s.slo.clone(), s.worker_count()),
         );
         sim.horizon = end;

@@ -6,12 +6,14 @@
 //! [`Workload::on_finished`] and answer with follow-ups.
 
 pub mod dist;
+pub mod spec;
 pub mod synthetic;
 
 use crate::metrics::record::RequestRecord;
 use crate::request::Request;
 use crate::time::SimTime;
 
+pub use spec::{WorkloadKind, WorkloadSpec};
 pub use synthetic::{OpenLoop, OpenLoopConfig, SharedPrefix};
 
 /// A source of requests.
