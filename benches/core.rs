@@ -68,14 +68,17 @@ fn whole_run(c: &mut Criterion) {
     g.sample_size(10);
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.toml");
     let s = Scenario::load(&path, &["duration=\"60s\"".to_string()]).unwrap();
-    let (summary, _) = Simulation::from_scenario(&s).unwrap().run(&mut |_| {});
+    let summary = Simulation::from_scenario(&s)
+        .unwrap()
+        .run(&mut |_| {})
+        .summary;
     g.throughput(Throughput::Elements(summary.requests.arrived));
     g.bench_function("quickstart_60s_requests", |b| {
         b.iter(|| {
             Simulation::from_scenario(&s)
                 .unwrap()
                 .run(&mut |_| {})
-                .0
+                .summary
                 .requests
                 .completed
         });

@@ -67,7 +67,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
                 "{}: ok ({} workers, policy {}, {} arrival window)",
                 scenario.display(),
                 s.worker_count(),
-                s.router.name(),
+                s.router.policy.name(),
                 s.duration
             );
             Ok(())
@@ -95,7 +95,8 @@ fn run(path: &Path, out: Option<&Path>, set: &[String], json: bool, quiet: bool)
         b
     };
     let started = Instant::now();
-    let (summary, _) = sim.run(&mut |f| bar.set_position((f * 1000.0) as u64));
+    let output = sim.run(&mut |f| bar.set_position((f * 1000.0) as u64));
+    let summary = output.summary;
     bar.finish_and_clear();
     let wall = started.elapsed();
     if json {

@@ -7,7 +7,7 @@ use thiserror::Error;
 
 use crate::config::{Fraction, PositiveInt};
 use crate::hardware::{GpuId, ModelId, PerfModel, Precision};
-use crate::routing::PolicyConfig;
+use crate::routing::RouterSpec;
 use crate::time::SimDuration;
 use crate::worker::{EngineParams, kv_capacity_blocks};
 use crate::workload::WorkloadSpec;
@@ -22,7 +22,7 @@ pub struct ScenarioError {
 }
 
 /// A whole scenario file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// Short name, copied into every output.
@@ -39,7 +39,7 @@ pub struct Scenario {
     pub workers: Vec<WorkerGroup>,
     pub workload: WorkloadSpec,
     #[serde(default)]
-    pub router: PolicyConfig,
+    pub router: RouterSpec,
     #[serde(default)]
     pub slo: Slo,
 }
@@ -203,6 +203,18 @@ impl Scenario {
             }
         }
         self.workload.validate()?;
+        if self.router.policy.build().needs_cache_view() {
+            let bs = self.workers[0].block_size;
+            if self.workers.iter().any(|g| g.block_size != bs) {
+                return Err((
+                    "router.policy".into(),
+                    format!(
+                        "{} compares cached prefixes across workers: every worker group needs the same block_size",
+                        self.router.policy.name()
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -348,6 +360,7 @@ fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routing::PolicyConfig;
 
     const GOOD: &str = r#"
 name = "t"
@@ -379,7 +392,7 @@ policy = "least_outstanding"
     fn parses_a_good_scenario() {
         let s = Scenario::parse(GOOD, "s.toml", &[]).unwrap();
         assert_eq!(s.worker_count(), 2);
-        assert_eq!(s.router, PolicyConfig::LeastOutstanding);
+        assert_eq!(s.router.policy, PolicyConfig::LeastOutstanding {});
         assert_eq!(s.duration, SimDuration::from_secs(60));
     }
 
@@ -437,7 +450,7 @@ policy = "least_outstanding"
         .unwrap();
         assert_eq!(s.worker_count(), 5);
         assert_eq!(s.workload.rate.unwrap().0, 9.0);
-        assert_eq!(s.router, PolicyConfig::Random);
+        assert_eq!(s.router.policy, PolicyConfig::Random {});
         let e = Scenario::parse(GOOD, "s.toml", &["workers[3].count=1".into()]).unwrap_err();
         assert!(e.to_string().contains("no element 3"), "{e}");
     }

@@ -13,11 +13,11 @@ pub mod queue;
 
 use crate::hardware::PerfModel;
 use crate::metrics::record::{Outcome, Recompute, RequestRecord};
-use crate::metrics::summary::{WorkerSummary, round};
+use crate::metrics::summary::{RouterSummary, WorkerSummary, round};
 use crate::metrics::{Collector, Summary};
 use crate::request::Request;
-use crate::rng::{self, SimRng};
-use crate::routing::RoutingPolicy;
+use crate::routing::router::DecisionRecord;
+use crate::routing::{Router, RouterSpec};
 use crate::scenario::Scenario;
 use crate::time::SimTime;
 use crate::worker::{Sequence, Worker, WorkerSnapshot};
@@ -33,17 +33,25 @@ enum Event {
     StepDone(usize),
 }
 
+/// What a run produces.
+pub struct RunOutput {
+    /// The stable summary (`summary.json`).
+    pub summary: Summary,
+    /// The raw totals and histograms behind it.
+    pub collector: Collector,
+    /// The first decisions, if the router was asked to log them.
+    pub decisions: Vec<DecisionRecord>,
+}
+
 /// One simulation, from a scenario to a summary.
 pub struct Simulation {
     name: String,
-    policy_name: String,
     seed: u64,
     now: SimTime,
     queue: EventQueue<Event>,
     workers: Vec<Worker>,
     snapshots: Vec<WorkerSnapshot>,
-    router: Box<dyn RoutingPolicy>,
-    router_rng: SimRng,
+    router: Router,
     workload: Box<dyn Workload>,
     collector: Collector,
     events: u64,
@@ -67,7 +75,7 @@ impl Simulation {
             s.name.clone(),
             s.seed,
             workers,
-            s.router.build(),
+            &s.router,
             workload,
             Collector::new(s.slo.clone(), s.worker_count()),
         );
@@ -80,21 +88,25 @@ impl Simulation {
         name: String,
         seed: u64,
         workers: Vec<Worker>,
-        router: Box<dyn RoutingPolicy>,
+        router: &RouterSpec,
         workload: Box<dyn Workload>,
         collector: Collector,
     ) -> Self {
         let snapshots = workers.iter().map(Worker::snapshot).collect();
+        let blocks: Vec<u32> = workers.iter().map(|w| w.pool.total()).collect();
+        let router = Router::new(router, seed, &blocks);
+        let mut workers = workers;
+        if router.wants_kv_events() {
+            workers.iter_mut().for_each(|w| w.pool.record_events());
+        }
         Simulation {
             name,
-            policy_name: router.name().to_string(),
             seed,
             now: SimTime::ZERO,
             queue: EventQueue::default(),
             workers,
             snapshots,
             router,
-            router_rng: rng::stream(seed, "router"),
             workload,
             collector,
             events: 0,
@@ -104,7 +116,7 @@ impl Simulation {
 
     /// Runs to the end: every arrival routed, every request finished. `progress` gets the fraction of the
     /// arrival window simulated, now and then.
-    pub fn run(mut self, progress: &mut dyn FnMut(f64)) -> (Summary, Collector) {
+    pub fn run(mut self, progress: &mut dyn FnMut(f64)) -> RunOutput {
         self.pull_arrival();
         while let Some((t, event)) = self.queue.pop() {
             debug_assert!(t >= self.now, "event queue went back in time");
@@ -129,7 +141,7 @@ impl Simulation {
             "requests lost: every arrival must complete, fail or be rejected"
         );
         progress(1.0);
-        self.into_summary()
+        self.into_output()
     }
 
     fn pull_arrival(&mut self) {
@@ -150,14 +162,30 @@ impl Simulation {
         for (snap, w) in self.snapshots.iter_mut().zip(&self.workers) {
             *snap = w.snapshot();
         }
-        let Some(decision) = self
-            .router
-            .route(&request, &self.snapshots, &mut self.router_rng)
-        else {
+        // Content identity at the engines' block size (uniform when the router compares caches).
+        let block_size = self.workers[0].params.block_size;
+        let hashes = request.block_hashes(block_size);
+        let prompt_blocks = ((request.prompt_tokens / block_size) as usize).min(hashes.len());
+        let Some(decision) = self.router.route(
+            self.now,
+            &request,
+            &hashes[..prompt_blocks],
+            &self.snapshots,
+        ) else {
             self.finish_unserved(request, None, Outcome::Rejected, "no worker up");
             return;
         };
         let w = decision.worker;
+        let local = self.workers[w].pool.cached_prefix(&hashes[..prompt_blocks]);
+        let outstanding = self.snapshots[w].outstanding;
+        self.router.record(
+            self.now,
+            &request,
+            decision,
+            &hashes[..prompt_blocks],
+            local as u32,
+            outstanding,
+        );
         if !self.workers[w].can_ever_fit(request.prompt_tokens, request.output_tokens) {
             self.finish_unserved(
                 request,
@@ -167,10 +195,14 @@ impl Simulation {
             );
             return;
         }
-        let mut seq = Sequence::new(request, self.now, 0);
         let params = self.workers[w].params;
+        let mut seq = Sequence::new(request, self.now, 0);
         if params.enable_prefix_caching {
-            seq.hashes = seq.request.block_hashes(params.block_size);
+            seq.hashes = if params.block_size == block_size {
+                hashes
+            } else {
+                seq.request.block_hashes(params.block_size)
+            };
             let prompt_blocks = (seq.request.prompt_tokens / params.block_size) as usize;
             let prompt_hashes = &seq.hashes[..prompt_blocks.min(seq.hashes.len())];
             seq.elsewhere_blocks = self.best_prefix_elsewhere(w, prompt_hashes) as u32;
@@ -200,7 +232,9 @@ impl Simulation {
 
     fn on_step_done(&mut self, w: usize) {
         let outcome = self.workers[w].finish_step(self.now);
+        self.forward_kv_events(w);
         for seq in outcome.completed {
+            self.router.on_finished(&seq.request, w);
             let record = self.record(w, seq);
             self.finish(record);
         }
@@ -211,6 +245,14 @@ impl Simulation {
         if let Some(dt) = self.workers[w].start_step(self.now) {
             self.queue
                 .push(self.now + dt, Class::StepDone, Event::StepDone(w));
+        }
+        self.forward_kv_events(w);
+    }
+
+    fn forward_kv_events(&mut self, w: usize) {
+        if self.router.wants_kv_events() {
+            let events = self.workers[w].pool.drain_events();
+            self.router.on_kv_events(self.now, w, events);
         }
     }
 
@@ -281,8 +323,9 @@ impl Simulation {
         }
     }
 
-    fn into_summary(self) -> (Summary, Collector) {
+    fn into_output(self) -> RunOutput {
         let end = self.now.as_secs_f64();
+        let completed = self.collector.completed.max(1) as f64;
         let workers = self
             .workers
             .iter()
@@ -298,6 +341,7 @@ impl Simulation {
                     0.0
                 },
                 requests: self.collector.per_worker[w.id],
+                share: round(self.collector.per_worker[w.id] as f64 / completed, 6),
                 steps: w.steps,
                 kv_blocks: w.pool.total(),
                 kv_peak_fraction: round(
@@ -308,15 +352,24 @@ impl Simulation {
                 evictions: w.pool.evictions(),
             })
             .collect();
+        let router = RouterSummary {
+            policy: self.router.policy_name().to_string(),
+            view: self.router.view_name().map(str::to_string),
+            accuracy: self.router.accuracy.clone(),
+        };
         let summary = Summary::build(
             &self.name,
-            &self.policy_name,
             self.seed,
+            router,
             &self.collector,
             workers,
             end,
             self.events,
         );
-        (summary, self.collector)
+        RunOutput {
+            summary,
+            collector: self.collector,
+            decisions: self.router.log,
+        }
     }
 }

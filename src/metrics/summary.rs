@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::collector::{Collector, Latency};
 use super::record::RecomputeCause;
+use crate::routing::router::ViewAccuracy;
 
 /// Keys of `summary.json`. Add keys freely; never rename one.
 #[derive(Debug, Clone, Serialize)]
@@ -24,8 +25,18 @@ pub struct Summary {
     pub prefix_cache: PrefixCache,
     pub recompute: RecomputeSummary,
     pub preemptions: u64,
+    pub router: RouterSummary,
     pub workers: Vec<WorkerSummary>,
     pub sim: SimInfo,
+}
+
+/// The router: its policy, its cache view, and how often its picture of the caches was wrong.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouterSummary {
+    pub policy: String,
+    /// `oracle`, `events` or `approximate`; absent for policies that do not look at caches.
+    pub view: Option<String>,
+    pub accuracy: ViewAccuracy,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -120,6 +131,8 @@ pub struct WorkerSummary {
     pub precision: String,
     pub busy_fraction: f64,
     pub requests: u64,
+    /// Fraction of all completed requests this worker served.
+    pub share: f64,
     pub steps: u64,
     pub kv_blocks: u32,
     pub kv_peak_fraction: f64,
@@ -147,8 +160,8 @@ impl Summary {
     /// Derives the summary from a finished run.
     pub fn build(
         scenario: &str,
-        policy: &str,
         seed: u64,
+        router: RouterSummary,
         c: &Collector,
         workers: Vec<WorkerSummary>,
         simulated_s: f64,
@@ -160,7 +173,7 @@ impl Summary {
         };
         Summary {
             scenario: scenario.to_string(),
-            policy: policy.to_string(),
+            policy: router.policy.clone(),
             seed,
             requests: Requests {
                 arrived: c.arrived,
@@ -201,6 +214,7 @@ impl Summary {
                 },
             },
             preemptions: c.preemptions,
+            router,
             workers,
             sim: SimInfo {
                 simulated_s: round(simulated_s, 9),
@@ -290,15 +304,23 @@ impl Summary {
             );
         }
         let _ = writeln!(o, "| preemptions | {} |", self.preemptions);
+        if let Some(view) = &self.router.view {
+            let a = &self.router.accuracy;
+            let _ = writeln!(
+                o,
+                "| router view `{view}`: expected hits missing / unexpected hits | {} / {} of {} decisions |",
+                a.expected_hit_missing, a.unexpected_hit, a.decisions
+            );
+        }
         let _ = writeln!(
             o,
-            "\n| worker | gpu | model | busy | requests | KV blocks | KV peak | preemptions | evictions |"
+            "\n| worker | gpu | model | busy | requests | share | KV blocks | KV peak | preemptions | evictions |"
         );
-        let _ = writeln!(o, "|---:|---|---|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(o, "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|");
         for w in &self.workers {
             let _ = writeln!(
                 o,
-                "| {} | {} ×{} {} | {} | {:.1}% | {} | {} | {:.1}% | {} | {} |",
+                "| {} | {} ×{} {} | {} | {:.1}% | {} | {:.1}% | {} | {:.1}% | {} | {} |",
                 w.id,
                 w.gpu,
                 w.tp,
@@ -306,6 +328,7 @@ impl Summary {
                 w.model,
                 w.busy_fraction * 100.0,
                 w.requests,
+                w.share * 100.0,
                 w.kv_blocks,
                 w.kv_peak_fraction * 100.0,
                 w.preemptions,

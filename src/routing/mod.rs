@@ -1,22 +1,47 @@
-//! The gateway's routing policies: one small trait, one policy per file, one factory.
+//! The gateway's routing: one small trait, one policy per file, one factory, and the router around them.
 //!
-//! A policy sees the request and a snapshot of every worker (as the gateway believes it to be) and returns
-//! the worker to send it to, with a reason. It never chooses a worker the gateway believes is down; when
-//! none is up it returns `None` and the request is rejected.
+//! A policy sees a [`RouteInput`] (the request, a snapshot of every worker as the gateway believes it to
+//! be, and, for cache-aware policies, how many leading prompt blocks each worker holds as far as the
+//! router's [`view`] knows) and returns the worker to send it to, with a reason. A policy never chooses a
+//! worker the gateway believes is down; when none is up it returns `None` and the request is rejected.
+//! Ties are broken deterministically (by rotation or by the router's own random stream).
 
+mod cache_index;
+mod consistent_hash;
+mod dynamo_kv;
+mod least_kv;
 mod least_outstanding;
+mod llm_d;
+mod pick;
+mod power_of_two;
+mod prefix_aware;
 mod random;
 mod round_robin;
-
-use serde::{Deserialize, Serialize};
+pub mod router;
+mod session_affinity;
+mod sglang_cache_aware;
+pub mod spec;
+pub mod view;
 
 use crate::request::Request;
 use crate::rng::SimRng;
+use crate::time::SimTime;
 use crate::worker::WorkerSnapshot;
 
+pub use cache_index::CacheIndex;
+pub use consistent_hash::ConsistentHash;
+pub use dynamo_kv::DynamoKv;
+pub use least_kv::LeastKv;
 pub use least_outstanding::LeastOutstanding;
+pub use llm_d::LlmD;
+pub use power_of_two::PowerOfTwo;
+pub use prefix_aware::PrefixAware;
 pub use random::RandomChoice;
 pub use round_robin::RoundRobin;
+pub use router::Router;
+pub use session_affinity::SessionAffinity;
+pub use sglang_cache_aware::SglangCacheAware;
+pub use spec::{PolicyConfig, RouterSpec};
 
 /// A routing decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,64 +52,61 @@ pub struct Decision {
     pub reason: &'static str,
 }
 
+/// Everything a policy may look at to route one request.
+#[derive(Clone, Copy, Debug)]
+pub struct RouteInput<'a> {
+    pub request: &'a Request,
+    /// Full prompt blocks at the workers' block size (the denominator of prefix-match scores).
+    pub prompt_blocks: u32,
+    /// Chain hashes of the prompt's full blocks, in order.
+    pub prompt_hashes: &'a [u64],
+    /// Per worker, leading prompt blocks it holds as the router's view knows (empty unless the policy
+    /// asked for it with [`RoutingPolicy::needs_cache_view`]).
+    pub overlaps: &'a [u32],
+    /// The workers, indexed by id.
+    pub workers: &'a [WorkerSnapshot],
+    pub now: SimTime,
+}
+
+impl RouteInput<'_> {
+    /// A key identifying the prompt's first `blocks` blocks (the chain hash of the last of them), or `None`
+    /// if the prompt has no full block.
+    pub fn prefix_key(&self, blocks: usize) -> Option<u64> {
+        let n = blocks.min(self.prompt_hashes.len());
+        (n > 0).then(|| self.prompt_hashes[n - 1])
+    }
+
+    /// Overlap of worker `w` in blocks (0 without a view).
+    pub fn overlap(&self, w: usize) -> u32 {
+        self.overlaps.get(w).copied().unwrap_or(0)
+    }
+
+    /// Workers believed up.
+    pub fn up(&self) -> impl Iterator<Item = &WorkerSnapshot> {
+        self.workers.iter().filter(|w| w.up)
+    }
+}
+
 /// A routing policy.
 pub trait RoutingPolicy: Send {
     /// The policy's name as written in scenario files.
     fn name(&self) -> &'static str;
 
-    /// Picks a worker for `request` among `workers` (indexed by worker id); `None` if no worker is up.
-    fn route(
-        &mut self,
-        request: &Request,
-        workers: &[WorkerSnapshot],
-        rng: &mut SimRng,
-    ) -> Option<Decision>;
+    /// Whether the policy reads [`RouteInput::overlaps`] (the router then maintains a cache view).
+    fn needs_cache_view(&self) -> bool {
+        false
+    }
+
+    /// Picks a worker; `None` if no worker is up.
+    fn route(&mut self, input: &RouteInput, rng: &mut SimRng) -> Option<Decision>;
 
     /// Told when a request routed by this policy has finished on `worker`.
     fn on_finished(&mut self, _request: &Request, _worker: usize) {}
 }
 
-/// A policy and its parameters, as written in a scenario's `[router]` table.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "policy", rename_all = "snake_case", deny_unknown_fields)]
-#[derive(Default)]
-pub enum PolicyConfig {
-    /// Each request to the next worker that is up, in id order.
-    #[default]
-    RoundRobin,
-    /// Each request to a uniformly random worker that is up.
-    Random,
-    /// The worker with the fewest outstanding requests (least connections); ties rotate.
-    LeastOutstanding,
-}
-
-impl PolicyConfig {
-    /// Names of every policy, for `fleetsim catalog`.
-    pub const NAMES: [&'static str; 3] = ["round_robin", "random", "least_outstanding"];
-
-    /// The policy's name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            PolicyConfig::RoundRobin => "round_robin",
-            PolicyConfig::Random => "random",
-            PolicyConfig::LeastOutstanding => "least_outstanding",
-        }
-    }
-
-    /// Builds the policy.
-    pub fn build(&self) -> Box<dyn RoutingPolicy> {
-        match self {
-            PolicyConfig::RoundRobin => Box::new(RoundRobin::default()),
-            PolicyConfig::Random => Box::new(RandomChoice),
-            PolicyConfig::LeastOutstanding => Box::new(LeastOutstanding::default()),
-        }
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod test_support {
     use super::*;
-    use crate::time::SimTime;
 
     pub fn snapshots(outstanding: &[u32]) -> Vec<WorkerSnapshot> {
         outstanding
@@ -97,6 +119,8 @@ pub(crate) mod test_support {
                 queued: 0,
                 running: o,
                 kv_utilization: 0.0,
+                used_blocks: 0,
+                total_blocks: 1000,
             })
             .collect()
     }
@@ -112,5 +136,40 @@ pub(crate) mod test_support {
                 tokens: 10,
             }],
         )
+    }
+
+    /// Routes `req` over `workers` with the given overlaps (in blocks) and `prompt_blocks`.
+    pub fn route_with(
+        p: &mut dyn RoutingPolicy,
+        req: &Request,
+        workers: &[WorkerSnapshot],
+        overlaps: &[u32],
+        prompt_blocks: u32,
+        rng: &mut SimRng,
+    ) -> Option<Decision> {
+        let hashes: Vec<u64> = (0..u64::from(prompt_blocks))
+            .map(|b| b + 1000 * req.id)
+            .collect();
+        p.route(
+            &RouteInput {
+                request: req,
+                prompt_blocks,
+                prompt_hashes: &hashes,
+                overlaps,
+                workers,
+                now: SimTime::ZERO,
+            },
+            rng,
+        )
+    }
+
+    /// Routes with no cache information.
+    pub fn route(
+        p: &mut dyn RoutingPolicy,
+        req: &Request,
+        workers: &[WorkerSnapshot],
+        rng: &mut SimRng,
+    ) -> Option<Decision> {
+        route_with(p, req, workers, &[], 0, rng)
     }
 }

@@ -2,38 +2,26 @@
 
 use rand::Rng;
 
-use super::{Decision, RoutingPolicy};
-use crate::request::Request;
+use super::{Decision, RouteInput, RoutingPolicy};
 use crate::rng::SimRng;
-use crate::worker::WorkerSnapshot;
 
 /// Uniform random choice among the workers believed up (draws from the router's own stream).
 #[derive(Debug, Default)]
 pub struct RandomChoice;
-
-/// The `k`-th up worker, in id order.
-fn nth_up(workers: &[WorkerSnapshot], k: usize) -> Option<usize> {
-    workers.iter().filter(|w| w.up).nth(k).map(|w| w.id)
-}
 
 impl RoutingPolicy for RandomChoice {
     fn name(&self) -> &'static str {
         "random"
     }
 
-    fn route(
-        &mut self,
-        _request: &Request,
-        workers: &[WorkerSnapshot],
-        rng: &mut SimRng,
-    ) -> Option<Decision> {
-        let up = workers.iter().filter(|w| w.up).count();
+    fn route(&mut self, input: &RouteInput, rng: &mut SimRng) -> Option<Decision> {
+        let up = input.up().count();
         if up == 0 {
             return None;
         }
         let k = rng.random_range(0..up);
-        nth_up(workers, k).map(|worker| Decision {
-            worker,
+        input.up().nth(k).map(|w| Decision {
+            worker: w.id,
             reason: "uniform draw",
         })
     }
@@ -43,7 +31,7 @@ impl RoutingPolicy for RandomChoice {
 mod tests {
     use super::*;
     use crate::rng::from_u64;
-    use crate::routing::test_support::{request, snapshots};
+    use crate::routing::test_support::{request, route, snapshots};
 
     #[test]
     fn spreads_uniformly_over_up_workers_only() {
@@ -53,7 +41,7 @@ mod tests {
         let mut rng = from_u64(3);
         let mut counts = [0u32; 4];
         for i in 0..30_000 {
-            counts[p.route(&request(i), &ws, &mut rng).unwrap().worker] += 1;
+            counts[route(&mut p, &request(i), &ws, &mut rng).unwrap().worker] += 1;
         }
         assert_eq!(counts[2], 0);
         for c in [counts[0], counts[1], counts[3]] {

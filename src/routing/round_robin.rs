@@ -1,9 +1,7 @@
 //! `round_robin`: each request to the next worker that is up, cycling in id order.
 
-use super::{Decision, RoutingPolicy};
-use crate::request::Request;
+use super::{Decision, RouteInput, RoutingPolicy};
 use crate::rng::SimRng;
-use crate::worker::WorkerSnapshot;
 
 /// Cycles through the workers, skipping those believed down.
 #[derive(Debug, Default)]
@@ -16,12 +14,8 @@ impl RoutingPolicy for RoundRobin {
         "round_robin"
     }
 
-    fn route(
-        &mut self,
-        _request: &Request,
-        workers: &[WorkerSnapshot],
-        _rng: &mut SimRng,
-    ) -> Option<Decision> {
+    fn route(&mut self, input: &RouteInput, _rng: &mut SimRng) -> Option<Decision> {
+        let workers = input.workers;
         let n = workers.len();
         (0..n)
             .map(|k| (self.next + k) % n)
@@ -40,7 +34,7 @@ impl RoutingPolicy for RoundRobin {
 mod tests {
     use super::*;
     use crate::rng::from_u64;
-    use crate::routing::test_support::{request, snapshots};
+    use crate::routing::test_support::{request, route, snapshots};
 
     #[test]
     fn cycles_and_skips_down_workers() {
@@ -48,17 +42,17 @@ mod tests {
         let mut ws = snapshots(&[0, 0, 0]);
         let mut rng = from_u64(1);
         let picks: Vec<_> = (0..4)
-            .map(|i| p.route(&request(i), &ws, &mut rng).unwrap().worker)
+            .map(|i| route(&mut p, &request(i), &ws, &mut rng).unwrap().worker)
             .collect();
         assert_eq!(picks, [0, 1, 2, 0]);
         ws[1].up = false;
         let picks: Vec<_> = (0..3)
-            .map(|i| p.route(&request(i), &ws, &mut rng).unwrap().worker)
+            .map(|i| route(&mut p, &request(i), &ws, &mut rng).unwrap().worker)
             .collect();
         assert_eq!(picks, [2, 0, 2]);
         for w in &mut ws {
             w.up = false;
         }
-        assert!(p.route(&request(9), &ws, &mut rng).is_none());
+        assert!(route(&mut p, &request(9), &ws, &mut rng).is_none());
     }
 }

@@ -26,6 +26,16 @@ pub type BlockId = u32;
 
 const NIL: u32 = u32::MAX;
 
+/// A change to the set of cached blocks, for routers that learn the workers' caches from events (as
+/// vLLM's KV-event publisher reports `BlockStored` / `BlockRemoved`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvEvent {
+    /// A full block with this hash became cached.
+    Stored(u64),
+    /// The block with this hash was evicted.
+    Removed(u64),
+}
+
 /// What the index knows about one chain hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Slot {
@@ -56,6 +66,8 @@ pub struct BlockPool {
     ghosts: VecDeque<(u64, u64)>,
     evictions: u64,
     peak_used: u32,
+    /// Cache events since the last drain; recorded only when someone listens.
+    events: Option<Vec<KvEvent>>,
 }
 
 impl BlockPool {
@@ -77,6 +89,7 @@ impl BlockPool {
             ghosts: VecDeque::new(),
             evictions: 0,
             peak_used: 0,
+            events: None,
         };
         for b in 0..total {
             pool.push_tail(b);
@@ -117,6 +130,16 @@ impl BlockPool {
     /// Distinct blocks of content currently cached (used or free).
     pub fn cached_blocks(&self) -> usize {
         self.cached
+    }
+
+    /// Starts recording [`KvEvent`]s for [`BlockPool::drain_events`].
+    pub fn record_events(&mut self) {
+        self.events.get_or_insert_with(Vec::new);
+    }
+
+    /// Takes the events recorded since the last call (none unless [`BlockPool::record_events`] was called).
+    pub fn drain_events(&mut self) -> impl Iterator<Item = KvEvent> + '_ {
+        self.events.iter_mut().flat_map(|e| e.drain(..))
     }
 
     /// Blocks needed to hold `tokens` tokens.
@@ -207,6 +230,9 @@ impl BlockPool {
         *slot = Slot::Cached(b);
         self.hash[b as usize] = Some(h);
         self.cached += 1;
+        if let Some(e) = &mut self.events {
+            e.push(KvEvent::Stored(h));
+        }
         self.debug_check();
     }
 
@@ -289,6 +315,9 @@ impl BlockPool {
         self.evictions += 1;
         self.cached -= 1;
         *self.index.get_mut(&h).expect("a hashed block is indexed") = Slot::Evicted(stamp);
+        if let Some(e) = &mut self.events {
+            e.push(KvEvent::Removed(h));
+        }
         self.ghosts.push_back((h, stamp));
         if self.ghosts.len() > self.refs.len() {
             let (old, old_stamp) = self.ghosts.pop_front().expect("non-empty");
@@ -368,6 +397,23 @@ mod tests {
         assert_ne!(other, a);
         assert_eq!(p.allocate(), None);
         assert_eq!(p.lookup(1), Some(a));
+    }
+
+    #[test]
+    fn events_report_stores_and_evictions_when_recorded() {
+        let mut p = BlockPool::new(1, 16);
+        let a = p.allocate().unwrap();
+        p.register(a, 5);
+        assert_eq!(p.drain_events().count(), 0, "not recording yet");
+        p.record_events();
+        p.release(&[a]);
+        let b = p.allocate().unwrap();
+        p.register(b, 6);
+        assert_eq!(
+            p.drain_events().collect::<Vec<_>>(),
+            [KvEvent::Removed(5), KvEvent::Stored(6)]
+        );
+        assert_eq!(p.drain_events().count(), 0);
     }
 
     #[test]

@@ -102,6 +102,10 @@ pub struct WorkerSnapshot {
     pub running: u32,
     /// Fraction of KV blocks in use by running sequences.
     pub kv_utilization: f64,
+    /// KV blocks held by running sequences.
+    pub used_blocks: u32,
+    /// KV blocks in the worker.
+    pub total_blocks: u32,
 }
 
 /// What one step did, returned by [`Worker::finish_step`].
@@ -183,6 +187,8 @@ impl Worker {
             queued: self.waiting.len() as u32,
             running: self.running.len() as u32,
             kv_utilization: f64::from(self.pool.used()) / f64::from(self.pool.total().max(1)),
+            used_blocks: self.pool.used(),
+            total_blocks: self.pool.total(),
         }
     }
 

@@ -19,7 +19,8 @@ pub fn scenario(text: &str, overrides: &[&str]) -> Scenario {
 
 /// Runs a scenario to completion.
 pub fn run(s: &Scenario) -> (Summary, Collector) {
-    Simulation::from_scenario(s).unwrap().run(&mut |_| {})
+    let out = Simulation::from_scenario(s).unwrap().run(&mut |_| {});
+    (out.summary, out.collector)
 }
 
 /// One worker serving identical requests: the base of the theory checks.

@@ -1,0 +1,143 @@
+//! Block hash → the workers holding it: the router's picture of where prefixes are cached.
+//!
+//! Lookups walk a prompt's block hashes once and touch only the workers that hold each block, so a
+//! decision never scans the fleet's caches (the same complexity as a radix-tree indexer's overlap scores).
+
+use rustc_hash::FxHashMap as HashMap;
+
+/// The workers holding one block: a bitmask for workers 0–63 and a list for the rest (empty, hence not
+/// allocated, in fleets of up to 64 workers).
+#[derive(Debug, Default, Clone)]
+struct Holders {
+    mask: u64,
+    more: Vec<u32>,
+}
+
+impl Holders {
+    fn insert(&mut self, w: u32) -> bool {
+        if w < 64 {
+            let had = self.mask & (1 << w) != 0;
+            self.mask |= 1 << w;
+            !had
+        } else if self.more.contains(&w) {
+            false
+        } else {
+            self.more.push(w);
+            true
+        }
+    }
+
+    fn remove(&mut self, w: u32) {
+        if w < 64 {
+            self.mask &= !(1 << w);
+        } else {
+            self.more.retain(|&x| x != w);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.mask == 0 && self.more.is_empty()
+    }
+
+    fn for_each(&self, mut f: impl FnMut(usize)) {
+        let mut m = self.mask;
+        while m != 0 {
+            f(m.trailing_zeros() as usize);
+            m &= m - 1;
+        }
+        self.more.iter().for_each(|&w| f(w as usize));
+    }
+}
+
+/// Which workers hold which blocks, as far as the router knows.
+///
+/// Invariant: no entry is empty; `holders[h]` contains `w` iff `store(w, h)` happened after the last
+/// `remove(w, h)` (or `clear_worker(w)`).
+#[derive(Debug, Default)]
+pub struct CacheIndex {
+    holders: HashMap<u64, Holders>,
+}
+
+impl CacheIndex {
+    /// Records that worker `w` holds block `h`; returns whether that is news.
+    pub fn store(&mut self, w: usize, h: u64) -> bool {
+        self.holders.entry(h).or_default().insert(w as u32)
+    }
+
+    /// Records that worker `w` no longer holds block `h`.
+    pub fn remove(&mut self, w: usize, h: u64) {
+        if let Some(v) = self.holders.get_mut(&h) {
+            v.remove(w as u32);
+            if v.is_empty() {
+                self.holders.remove(&h);
+            }
+        }
+    }
+
+    /// Whether worker `w` holds block `h`.
+    pub fn holds(&self, w: usize, h: u64) -> bool {
+        self.holders.get(&h).is_some_and(|v| {
+            let mut found = false;
+            v.for_each(|x| found |= x == w);
+            found
+        })
+    }
+
+    /// For each worker, how many leading blocks of `hashes` it holds, written into `out` (resized to
+    /// `workers` entries). Cost: Σ over matched blocks of their holders.
+    pub fn overlaps(&self, hashes: &[u64], workers: usize, out: &mut Vec<u32>) {
+        out.clear();
+        out.resize(workers, 0);
+        for (b, h) in hashes.iter().enumerate() {
+            let Some(v) = self.holders.get(h) else {
+                break;
+            };
+            let b = b as u32;
+            let mut advanced = false;
+            v.for_each(|w| {
+                if w < workers && out[w] == b {
+                    out[w] = b + 1;
+                    advanced = true;
+                }
+            });
+            if !advanced {
+                break;
+            }
+        }
+    }
+
+    /// Distinct blocks known to be cached somewhere.
+    pub fn len(&self) -> usize {
+        self.holders.len()
+    }
+
+    /// Whether nothing is known to be cached.
+    pub fn is_empty(&self) -> bool {
+        self.holders.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlaps_count_leading_blocks_per_worker() {
+        let mut ix = CacheIndex::default();
+        for h in [1, 2, 3] {
+            ix.store(0, h);
+        }
+        ix.store(1, 1);
+        ix.store(1, 3); // holds 3 but not 2: its prefix stops at 1
+        ix.store(100, 1);
+        ix.store(100, 2);
+        let mut out = Vec::new();
+        ix.overlaps(&[1, 2, 3, 4], 101, &mut out);
+        assert_eq!((out[0], out[1], out[2], out[100]), (3, 1, 0, 2));
+        ix.remove(0, 2);
+        ix.overlaps(&[1, 2, 3], 101, &mut out);
+        assert_eq!((out[0], out[100]), (1, 2));
+        assert!(ix.holds(100, 2) && !ix.holds(0, 2));
+        assert!(!ix.store(100, 2), "already known");
+    }
+}

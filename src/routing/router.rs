@@ -1,0 +1,198 @@
+//! The router: a policy, what it knows (its cache view and possibly stale load signals), and a record
+//! of its decisions.
+
+use serde::Serialize;
+
+use super::spec::RouterSpec;
+use super::view::CacheView;
+use super::{Decision, RouteInput, RoutingPolicy};
+use crate::request::Request;
+use crate::rng::{self, SimRng};
+use crate::time::SimTime;
+use crate::worker::WorkerSnapshot;
+use crate::worker::kv_cache::KvEvent;
+
+/// How well the router's cache picture matched the workers' real caches, over all decisions.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ViewAccuracy {
+    /// Decisions made.
+    pub decisions: u64,
+    /// Decisions where the router expected more cached prompt blocks on the chosen worker than it had.
+    pub expected_hit_missing: u64,
+    /// Blocks expected but not there, summed.
+    pub expected_hit_missing_blocks: u64,
+    /// Decisions where the chosen worker had more cached prompt blocks than the router knew.
+    pub unexpected_hit: u64,
+    /// Blocks there but not expected, summed.
+    pub unexpected_hit_blocks: u64,
+}
+
+/// One routing decision, for the decision log.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DecisionRecord {
+    pub time_s: f64,
+    pub request: u64,
+    pub session: Option<u64>,
+    pub worker: usize,
+    pub reason: &'static str,
+    pub prompt_blocks: u32,
+    /// Cached prompt blocks the router expected on the chosen worker.
+    pub expected_blocks: u32,
+    /// Cached prompt blocks the chosen worker really had.
+    pub actual_blocks: u32,
+    /// The chosen worker's outstanding requests before this one.
+    pub outstanding: u32,
+}
+
+/// A policy with its knowledge of the fleet.
+pub struct Router {
+    spec: RouterSpec,
+    policy: Box<dyn RoutingPolicy>,
+    view: Option<CacheView>,
+    rng: SimRng,
+    stale: Vec<WorkerSnapshot>,
+    last_refresh: Option<SimTime>,
+    overlaps: Vec<u32>,
+    /// Expected cached blocks on the worker chosen last (set by `route`, read by `record`).
+    last_expected: u32,
+    pub accuracy: ViewAccuracy,
+    pub log: Vec<DecisionRecord>,
+}
+
+impl Router {
+    /// A router for a fleet whose workers hold `kv_blocks[w]` KV blocks, drawing from the `router` stream.
+    pub fn new(spec: &RouterSpec, seed: u64, kv_blocks: &[u32]) -> Self {
+        let policy = spec.policy.build();
+        let view = policy.needs_cache_view().then(|| {
+            let s = &spec.settings;
+            let capacity = match s.approx_capacity_blocks {
+                Some(c) => vec![c.0; kv_blocks.len()],
+                None => kv_blocks.to_vec(),
+            };
+            CacheView::new(spec.view(), s.event_delay, s.approx_ttl, capacity)
+        });
+        Router {
+            spec: spec.clone(),
+            policy,
+            view,
+            rng: rng::stream(seed, "router"),
+            stale: Vec::new(),
+            last_refresh: None,
+            overlaps: Vec::new(),
+            last_expected: 0,
+            accuracy: ViewAccuracy::default(),
+            log: Vec::new(),
+        }
+    }
+
+    /// The policy's name.
+    pub fn policy_name(&self) -> &'static str {
+        self.policy.name()
+    }
+
+    /// The cache view's name, or `None` if the policy does not look at caches.
+    pub fn view_name(&self) -> Option<&'static str> {
+        self.view.as_ref().map(|v| v.kind().as_str())
+    }
+
+    /// Whether the workers' KV events should be recorded and passed to [`Router::on_kv_events`].
+    pub fn wants_kv_events(&self) -> bool {
+        self.view.as_ref().is_some_and(CacheView::wants_kv_events)
+    }
+
+    /// Worker `w`'s cache events at `now`.
+    pub fn on_kv_events(&mut self, now: SimTime, w: usize, events: impl Iterator<Item = KvEvent>) {
+        if let Some(v) = &mut self.view {
+            v.on_kv_events(now, w, events);
+        }
+    }
+
+    /// Chooses a worker for `request` given the workers' true state `fresh`; `prompt_hashes` are the
+    /// prompt's full-block hashes at the workers' block size.
+    pub fn route(
+        &mut self,
+        now: SimTime,
+        request: &Request,
+        prompt_hashes: &[u64],
+        fresh: &[WorkerSnapshot],
+    ) -> Option<Decision> {
+        let interval = self.spec.settings.load_refresh;
+        let due = self.last_refresh.is_none_or(|t| now >= t + interval);
+        if interval.0 == 0 || due || self.stale.len() != fresh.len() {
+            self.stale.clear();
+            self.stale.extend_from_slice(fresh);
+            self.last_refresh = Some(now);
+        } else {
+            // Between refreshes only the gateway's own counts are current.
+            for (s, f) in self.stale.iter_mut().zip(fresh) {
+                s.up = f.up;
+                s.outstanding = f.outstanding;
+            }
+        }
+        self.overlaps.clear();
+        if let Some(v) = &mut self.view {
+            v.advance(now);
+            v.overlaps(prompt_hashes, &mut self.overlaps);
+        }
+        let input = RouteInput {
+            request,
+            prompt_blocks: prompt_hashes.len() as u32,
+            prompt_hashes,
+            overlaps: &self.overlaps,
+            workers: &self.stale,
+            now,
+        };
+        let decision = self.policy.route(&input, &mut self.rng)?;
+        debug_assert!(
+            fresh[decision.worker].up,
+            "policy chose a worker believed down"
+        );
+        self.last_expected = self.overlaps.get(decision.worker).copied().unwrap_or(0);
+        Some(decision)
+    }
+
+    /// Records the decision just made: `actual` is how many prompt blocks the chosen worker really held.
+    pub fn record(
+        &mut self,
+        now: SimTime,
+        request: &Request,
+        d: Decision,
+        prompt_hashes: &[u64],
+        actual: u32,
+        outstanding: u32,
+    ) {
+        let expected = self.last_expected;
+        let a = &mut self.accuracy;
+        a.decisions += 1;
+        if self.view.is_some() {
+            if expected > actual {
+                a.expected_hit_missing += 1;
+                a.expected_hit_missing_blocks += u64::from(expected - actual);
+            } else if actual > expected {
+                a.unexpected_hit += 1;
+                a.unexpected_hit_blocks += u64::from(actual - expected);
+            }
+        }
+        if (self.log.len() as u32) < self.spec.settings.log_decisions {
+            self.log.push(DecisionRecord {
+                time_s: now.as_secs_f64(),
+                request: request.id,
+                session: request.session.map(|s| s.id),
+                worker: d.worker,
+                reason: d.reason,
+                prompt_blocks: prompt_hashes.len() as u32,
+                expected_blocks: expected,
+                actual_blocks: actual,
+                outstanding,
+            });
+        }
+        if let Some(v) = &mut self.view {
+            v.on_routed(now, d.worker, prompt_hashes);
+        }
+    }
+
+    /// A request routed by this router finished on `worker`.
+    pub fn on_finished(&mut self, request: &Request, worker: usize) {
+        self.policy.on_finished(request, worker);
+    }
+}

@@ -1,0 +1,295 @@
+//! Policy and router configuration: the scenario's `[router]` table and `--policies` specs.
+//!
+//! `[router]` holds the policy (`policy = "..."` and that policy's parameters) and the router's settings
+//! (`view`, `event_delay`, `approx_ttl`, `approx_capacity_blocks`, `load_refresh`, `log_decisions`).
+//! A policy spec on the command line reads `name` or `name:key=value,key=value`.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::consistent_hash::ConsistentHashParams;
+use super::dynamo_kv::DynamoParams;
+use super::llm_d::LlmDParams;
+use super::prefix_aware::PrefixAwareParams;
+use super::session_affinity::SessionAffinityParams;
+use super::sglang_cache_aware::SglangParams;
+use super::view::ViewKind;
+use super::{
+    ConsistentHash, DynamoKv, LeastKv, LeastOutstanding, LlmD, PowerOfTwo, PrefixAware,
+    RandomChoice, RoundRobin, RoutingPolicy, SessionAffinity, SglangCacheAware,
+};
+use crate::config::PositiveInt;
+use crate::time::SimDuration;
+
+/// A policy and its parameters. Built into behaviour by one exhaustive `match` in [`PolicyConfig::build`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "snake_case", deny_unknown_fields)]
+pub enum PolicyConfig {
+    /// Each request to the next worker that is up, in id order.
+    RoundRobin {},
+    /// Each request to a uniformly random worker that is up.
+    Random {},
+    /// The worker with the fewest outstanding requests (least connections); ties rotate.
+    LeastOutstanding {},
+    /// The worker with the lowest KV-cache utilisation.
+    LeastKv {},
+    /// The less loaded of two random workers.
+    PowerOfTwo {},
+    /// Sticky sessions with a TTL.
+    SessionAffinity(SessionAffinityParams),
+    /// Bounded-load consistent hashing on the session or a prefix key.
+    ConsistentHash(ConsistentHashParams),
+    /// Longest cached prefix priced against load.
+    PrefixAware(PrefixAwareParams),
+    /// llm-d's weighted scorers (prefix 2 : queue 1 : kv 1).
+    LlmD(LlmDParams),
+    /// SGLang router's cache-aware policy.
+    SglangCacheAware(SglangParams),
+    /// Dynamo's KV-router cost.
+    DynamoKv(DynamoParams),
+}
+
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig::RoundRobin {}
+    }
+}
+
+impl PolicyConfig {
+    /// Names of every policy, for `fleetsim catalog`.
+    pub const NAMES: [&'static str; 11] = [
+        "round_robin",
+        "random",
+        "least_outstanding",
+        "least_kv",
+        "power_of_two",
+        "session_affinity",
+        "consistent_hash",
+        "prefix_aware",
+        "llm_d",
+        "sglang_cache_aware",
+        "dynamo_kv",
+    ];
+
+    /// The policy's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PolicyConfig::RoundRobin {} => "round_robin",
+            PolicyConfig::Random {} => "random",
+            PolicyConfig::LeastOutstanding {} => "least_outstanding",
+            PolicyConfig::LeastKv {} => "least_kv",
+            PolicyConfig::PowerOfTwo {} => "power_of_two",
+            PolicyConfig::SessionAffinity(_) => "session_affinity",
+            PolicyConfig::ConsistentHash(_) => "consistent_hash",
+            PolicyConfig::PrefixAware(_) => "prefix_aware",
+            PolicyConfig::LlmD(_) => "llm_d",
+            PolicyConfig::SglangCacheAware(_) => "sglang_cache_aware",
+            PolicyConfig::DynamoKv(_) => "dynamo_kv",
+        }
+    }
+
+    /// Builds the policy.
+    pub fn build(&self) -> Box<dyn RoutingPolicy> {
+        match self {
+            PolicyConfig::RoundRobin {} => Box::new(RoundRobin::default()),
+            PolicyConfig::Random {} => Box::new(RandomChoice),
+            PolicyConfig::LeastOutstanding {} => Box::new(LeastOutstanding::default()),
+            PolicyConfig::LeastKv {} => Box::new(LeastKv::default()),
+            PolicyConfig::PowerOfTwo {} => Box::new(PowerOfTwo),
+            PolicyConfig::SessionAffinity(p) => Box::new(SessionAffinity::new(p.clone())),
+            PolicyConfig::ConsistentHash(p) => Box::new(ConsistentHash::new(p.clone())),
+            PolicyConfig::PrefixAware(p) => Box::new(PrefixAware::new(p.clone())),
+            PolicyConfig::LlmD(p) => Box::new(LlmD::new(p.clone())),
+            PolicyConfig::SglangCacheAware(p) => Box::new(SglangCacheAware::new(p.clone())),
+            PolicyConfig::DynamoKv(p) => Box::new(DynamoKv::new(p.clone())),
+        }
+    }
+
+    /// The knowledge model the production router this preset reproduces uses: SGLang's and llm-d's
+    /// default prefix scorers learn from their own routing (approximate); Dynamo consumes the workers' KV
+    /// events; `prefix_aware` defaults to the truth.
+    pub fn default_view(&self) -> ViewKind {
+        match self {
+            PolicyConfig::LlmD(_) | PolicyConfig::SglangCacheAware(_) => ViewKind::Approximate,
+            PolicyConfig::DynamoKv(_) => ViewKind::Events,
+            _ => ViewKind::Oracle,
+        }
+    }
+
+    /// Checks parameter relations. `Err((key, message))`.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        match self {
+            PolicyConfig::SessionAffinity(p) => p.validate(),
+            PolicyConfig::ConsistentHash(p) => p.validate(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Parses `name` or `name:key=value,key=value` (values read as TOML, else as strings).
+    pub fn parse_spec(spec: &str) -> Result<PolicyConfig, String> {
+        let (name, params) = spec.split_once(':').unwrap_or((spec, ""));
+        let mut table = toml::Table::new();
+        table.insert(
+            "policy".into(),
+            toml::Value::String(name.trim().to_string()),
+        );
+        for kv in params.split(',').filter(|s| !s.trim().is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("policy `{spec}`: expected key=value, got `{kv}`"))?;
+            let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(v.to_string()));
+            table.insert(k.trim().to_string(), value);
+        }
+        let cfg: PolicyConfig = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| format!("policy `{spec}`: {}", e.message().trim()))?;
+        cfg.validate()
+            .map_err(|(k, m)| format!("policy `{spec}`: `{k}`: {m}"))?;
+        Ok(cfg)
+    }
+}
+
+/// The router's own settings (everything in `[router]` but the policy).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouterSettings {
+    /// What the router knows about KV residency; default: the policy's production default.
+    #[serde(default)]
+    pub view: Option<ViewKind>,
+    /// Delay of KV events (`view = "events"`).
+    #[serde(default = "default_event_delay")]
+    pub event_delay: SimDuration,
+    /// How long a routed prompt is assumed cached (`view = "approximate"`); unset: until capacity evicts it.
+    #[serde(default)]
+    pub approx_ttl: Option<SimDuration>,
+    /// Blocks the approximate view assumes each worker holds at most; default: the worker's KV blocks.
+    #[serde(default)]
+    pub approx_capacity_blocks: Option<PositiveInt>,
+    /// Worker metrics (queue, running, KV use) are refreshed at this interval; 0 = always fresh. The
+    /// gateway's own count of outstanding requests is always exact.
+    #[serde(default)]
+    pub load_refresh: SimDuration,
+    /// Write the first N decisions to `decisions.csv` (with `--out`).
+    #[serde(default)]
+    pub log_decisions: u32,
+}
+
+fn default_event_delay() -> SimDuration {
+    SimDuration::from_millis(10)
+}
+
+impl Default for RouterSettings {
+    fn default() -> Self {
+        RouterSettings {
+            view: None,
+            event_delay: default_event_delay(),
+            approx_ttl: None,
+            approx_capacity_blocks: None,
+            load_refresh: SimDuration::ZERO,
+            log_decisions: 0,
+        }
+    }
+}
+
+/// The `[router]` table: a policy plus the router's settings, in one flat table.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RouterSpec {
+    pub policy: PolicyConfig,
+    pub settings: RouterSettings,
+}
+
+/// Keys of `[router]` that belong to the router rather than to the policy.
+const SETTINGS_KEYS: [&str; 6] = [
+    "view",
+    "event_delay",
+    "approx_ttl",
+    "approx_capacity_blocks",
+    "load_refresh",
+    "log_decisions",
+];
+
+impl RouterSpec {
+    /// The view in force.
+    pub fn view(&self) -> ViewKind {
+        self.settings
+            .view
+            .unwrap_or_else(|| self.policy.default_view())
+    }
+
+    /// Splits a flat `[router]` table into policy and settings.
+    pub fn from_table(mut table: toml::Table) -> Result<Self, String> {
+        let mut settings = toml::Table::new();
+        for k in SETTINGS_KEYS {
+            if let Some(v) = table.remove(k) {
+                settings.insert(k.to_string(), v);
+            }
+        }
+        if !table.contains_key("policy") {
+            return Err("missing field `policy`".into());
+        }
+        let policy: PolicyConfig = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| e.message().trim().to_string())?;
+        policy.validate().map_err(|(k, m)| format!("`{k}`: {m}"))?;
+        let settings: RouterSettings = toml::Value::Table(settings)
+            .try_into()
+            .map_err(|e: toml::de::Error| e.message().trim().to_string())?;
+        Ok(RouterSpec { policy, settings })
+    }
+}
+
+impl<'de> Deserialize<'de> for RouterSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let table = toml::Table::deserialize(d)?;
+        RouterSpec::from_table(table).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::NonNegative;
+
+    #[test]
+    fn specs_parse_with_parameters_and_reject_unknown_ones() {
+        let p = PolicyConfig::parse_spec("prefix_aware:load_weight=0.5").unwrap();
+        assert_eq!(
+            p,
+            PolicyConfig::PrefixAware(PrefixAwareParams {
+                load_weight: NonNegative(0.5),
+                ..Default::default()
+            })
+        );
+        assert_eq!(
+            PolicyConfig::parse_spec("round_robin").unwrap(),
+            PolicyConfig::RoundRobin {}
+        );
+        let e = PolicyConfig::parse_spec("prefix_aware:load_wieght=0.5").unwrap_err();
+        assert!(e.contains("load_wieght"), "{e}");
+        let e = PolicyConfig::parse_spec("round_robin:ttl=5").unwrap_err();
+        assert!(e.contains("ttl"), "{e}");
+        let e = PolicyConfig::parse_spec("teleport").unwrap_err();
+        assert!(e.contains("teleport"), "{e}");
+        let e = PolicyConfig::parse_spec("session_affinity:on_down=stay").unwrap_err();
+        assert!(e.contains("on_down"), "{e}");
+        let p = PolicyConfig::parse_spec("session_affinity:ttl=5m,on_overload=stay").unwrap();
+        assert_eq!(p.name(), "session_affinity");
+    }
+
+    #[test]
+    fn router_table_splits_policy_and_settings() {
+        let t: toml::Table =
+            toml::from_str("policy = \"llm_d\"\nview = \"events\"\nqueue_weight = 3\n").unwrap();
+        let r = RouterSpec::from_table(t).unwrap();
+        assert_eq!(r.view(), ViewKind::Events);
+        assert_eq!(r.policy.name(), "llm_d");
+        let t: toml::Table = toml::from_str("policy = \"sglang_cache_aware\"").unwrap();
+        assert_eq!(
+            RouterSpec::from_table(t).unwrap().view(),
+            ViewKind::Approximate
+        );
+    }
+}
