@@ -86,5 +86,73 @@ fn whole_run(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, event_queue, kv_pool, whole_run);
+/// One routing decision (view upkeep included) for each policy at 8, 64 and 1,024 workers. The fleet's
+/// caches hold 256 prefixes of 64 blocks, each on a few workers; requests carry a 96-block prompt
+/// starting with one of them.
+fn routing_decision(c: &mut Criterion) {
+    use fleetsim::request::{Request, Segment};
+    use fleetsim::routing::{PolicyConfig, Router, RouterSpec};
+    use fleetsim::worker::WorkerSnapshot;
+    use fleetsim::worker::kv_cache::KvEvent;
+
+    let mut g = c.benchmark_group("routing_decision");
+    for workers in [8usize, 64, 1024] {
+        let snapshots: Vec<WorkerSnapshot> = (0..workers)
+            .map(|id| WorkerSnapshot {
+                id,
+                up: true,
+                outstanding: (id % 7) as u32,
+                queued: (id % 3) as u32,
+                running: (id % 5) as u32,
+                kv_utilization: (id % 10) as f64 / 10.0,
+                used_blocks: (id % 10) as u32 * 100,
+                total_blocks: 28_000,
+            })
+            .collect();
+        let prefix_hashes = |p: u64| -> Vec<u64> { (0..64).map(|b| (p << 20) | b).collect() };
+        for name in PolicyConfig::NAMES {
+            let spec = RouterSpec {
+                policy: PolicyConfig::parse_spec(name).unwrap(),
+                settings: Default::default(),
+            };
+            let mut router = Router::new(&spec, 1, &vec![28_000; workers]);
+            for p in 0..256u64 {
+                for k in 0..3 {
+                    let w = ((p * 7 + k * 13) as usize) % workers;
+                    let hashes = prefix_hashes(p);
+                    router.on_kv_events(
+                        SimTime::ZERO,
+                        w,
+                        hashes.iter().map(|&h| KvEvent::Stored(h)),
+                    );
+                }
+            }
+            let mut i = 0u64;
+            g.bench_with_input(BenchmarkId::new(name, workers), &workers, |b, _| {
+                b.iter(|| {
+                    i += 1;
+                    let mut hashes = prefix_hashes(i % 256);
+                    hashes.extend((0..32).map(|b| (i << 32) | b));
+                    let req = Request::new(
+                        i,
+                        None,
+                        SimTime(i),
+                        16,
+                        vec![Segment {
+                            content: i,
+                            tokens: 96 * 16,
+                        }],
+                    );
+                    let now = SimTime(i * 1000);
+                    let d = router.route(now, &req, &hashes, &snapshots).unwrap();
+                    router.record(now, &req, d, &hashes, 0, 0);
+                    black_box(d.worker)
+                });
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, event_queue, kv_pool, whole_run, routing_decision);
 criterion_main!(benches);

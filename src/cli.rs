@@ -8,9 +8,10 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::compare;
 use crate::engine::Simulation;
 use crate::hardware::{GpuId, ModelId, PerfModel, Precision};
-use crate::metrics::Summary;
+use crate::report;
 use crate::routing::PolicyConfig;
 use crate::scenario::Scenario;
 
@@ -41,6 +42,23 @@ pub enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// Run the same arrivals through several routing policies in parallel and compare them.
+    Compare {
+        /// Scenario file (TOML).
+        scenario: PathBuf,
+        /// Policies: names of `[policies.NAME]` tables or specs `name[:key=value,...]`, comma-separated
+        /// (default: every `[policies]` table in the scenario).
+        #[arg(long)]
+        policies: Option<String>,
+        /// Write one folder per policy plus comparison.json, comparison.md and comparison.csv here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Worker threads (default: one per core). Results do not depend on it.
+        #[arg(long)]
+        threads: Option<usize>,
+    },
     /// Check a scenario file; exit non-zero with a clear error if it is invalid.
     Validate {
         scenario: PathBuf,
@@ -61,6 +79,19 @@ pub fn main_with(cli: Cli) -> Result<()> {
             json,
             quiet,
         } => run(&scenario, out.as_deref(), &set, json, quiet),
+        Command::Compare {
+            scenario,
+            policies,
+            out,
+            set,
+            threads,
+        } => compare(
+            &scenario,
+            policies.as_deref(),
+            out.as_deref(),
+            &set,
+            threads,
+        ),
         Command::Validate { scenario, set } => {
             let s = Scenario::load(&scenario, &set)?;
             println!(
@@ -96,16 +127,15 @@ fn run(path: &Path, out: Option<&Path>, set: &[String], json: bool, quiet: bool)
     };
     let started = Instant::now();
     let output = sim.run(&mut |f| bar.set_position((f * 1000.0) as u64));
-    let summary = output.summary;
     bar.finish_and_clear();
     let wall = started.elapsed();
     if json {
-        print!("{}", summary.to_json());
+        print!("{}", output.summary.to_json());
     } else {
-        print!("{}", summary.to_markdown());
+        print!("{}", output.summary.to_markdown());
     }
     if let Some(dir) = out {
-        write_results(dir, &summary, wall.as_secs_f64())?;
+        report::write_files(dir, &report::run_files(&output, wall.as_secs_f64())?)?;
         if !json {
             println!("\nresults written to {}", dir.display());
         }
@@ -113,25 +143,55 @@ fn run(path: &Path, out: Option<&Path>, set: &[String], json: bool, quiet: bool)
     Ok(())
 }
 
-/// Writes a run's result files: the only place `run` touches the file system.
-fn write_results(dir: &Path, summary: &Summary, wall_s: f64) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create results directory {}", dir.display()))?;
-    let info = serde_json::json!({
-        "fleetsim_version": env!("CARGO_PKG_VERSION"),
-        "command_line": std::env::args().collect::<Vec<_>>(),
-        "wall_seconds": wall_s,
-        "simulated_seconds": summary.sim.simulated_s,
-        "events": summary.sim.events,
-        "events_per_wall_second": summary.sim.events as f64 / wall_s.max(1e-9),
-    });
-    for (name, bytes) in [
-        ("summary.json", summary.to_json()),
-        ("summary.md", summary.to_markdown()),
-        ("run_info.json", serde_json::to_string_pretty(&info)? + "\n"),
-    ] {
-        let p = dir.join(name);
-        std::fs::write(&p, bytes).with_context(|| format!("cannot write {}", p.display()))?;
+fn compare(
+    path: &Path,
+    policies: Option<&str>,
+    out: Option<&Path>,
+    set: &[String],
+    threads: Option<usize>,
+) -> Result<()> {
+    let scenario = Scenario::load(path, set)?;
+    let list = match policies {
+        Some(p) => p.to_string(),
+        None if !scenario.policies.is_empty() => scenario
+            .policies
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(","),
+        None => anyhow::bail!(
+            "{}: give --policies, or [policies.NAME] tables in the scenario",
+            path.display()
+        ),
+    };
+    let contenders = compare::resolve(&list, &scenario).map_err(anyhow::Error::msg)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.unwrap_or(0))
+        .build()
+        .context("cannot start worker threads")?;
+    let started = Instant::now();
+    let outputs = pool
+        .install(|| compare::run_all(&scenario, &contenders))
+        .map_err(anyhow::Error::msg)?;
+    let wall = started.elapsed().as_secs_f64();
+    let cmp = compare::Comparison::new(&scenario, &contenders, &outputs);
+    print!("{}", cmp.to_markdown());
+    if let Some(dir) = out {
+        for (c, o) in contenders.iter().zip(&outputs) {
+            report::write_files(
+                &dir.join(compare::folder_name(&c.label)),
+                &report::run_files(o, wall)?,
+            )?;
+        }
+        report::write_files(
+            dir,
+            &[
+                ("comparison.json".into(), cmp.to_json().into_bytes()),
+                ("comparison.md".into(), cmp.to_markdown().into_bytes()),
+                ("comparison.csv".into(), cmp.to_csv()),
+            ],
+        )?;
+        println!("\nresults written to {}", dir.display());
     }
     Ok(())
 }

@@ -17,14 +17,17 @@
 //! - [`routing`]: the gateway's policies behind one small trait, over worker snapshots.
 //! - [`metrics`]: per-request records folded into counters and histograms; the summary is derived once.
 //! - [`scenario`]: the TOML scenario format, with errors that name file, line and field.
+//! - [`compare`]: the same arrivals through several policies in parallel; [`report`]: the exporters.
 //!
 //! Determinism is a law: the same scenario and seed give byte-identical `summary.json`.
 
 pub mod cli;
+pub mod compare;
 pub mod config;
 pub mod engine;
 pub mod hardware;
 pub mod metrics;
+pub mod report;
 pub mod request;
 pub mod rng;
 pub mod routing;

@@ -1,5 +1,6 @@
 //! Scenario files: TOML, unknown fields rejected, every error naming the file, line and field.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,9 @@ pub struct Scenario {
     pub workload: WorkloadSpec,
     #[serde(default)]
     pub router: RouterSpec,
+    /// Named router configurations for `fleetsim compare --policies NAME,...`.
+    #[serde(default)]
+    pub policies: BTreeMap<String, RouterSpec>,
     #[serde(default)]
     pub slo: Slo,
 }

@@ -48,7 +48,6 @@ pub enum PolicyConfig {
     DynamoKv(DynamoParams),
 }
 
-
 impl Default for PolicyConfig {
     fn default() -> Self {
         PolicyConfig::RoundRobin {}

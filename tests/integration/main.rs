@@ -7,3 +7,4 @@ mod golden;
 mod invariants;
 mod prefix_cache;
 mod queueing;
+mod routing;

@@ -1,0 +1,373 @@
+//! `fleetsim compare`: the same arrivals through several routing policies, side by side.
+//!
+//! Every run uses the scenario's seed, so the workload's random stream, and hence the open-loop arrivals
+//! and every request's content and lengths, are identical across policies (closed-loop workloads get the
+//! same session specifications; their timing then depends on the policy, as it would in production).
+//! Runs execute in parallel with rayon; results are ordered by the policy list, never by finishing time,
+//! so the output bytes do not depend on the thread count.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::engine::{RunOutput, Simulation};
+use crate::metrics::Summary;
+use crate::metrics::summary::round;
+use crate::routing::RouterSpec;
+use crate::scenario::Scenario;
+
+/// One policy to compare: a label (used for its results folder) and its router configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Contender {
+    pub label: String,
+    pub router: RouterSpec,
+}
+
+/// Resolves a `--policies` list against the scenario. Items are names of `[policies.NAME]` tables in the
+/// scenario, or policy specs `name[:key=value,...]`; an item `key=value` without a policy name continues
+/// the previous item's parameters (so `prefix_aware:load_weight=0.5,prefix_weight=2` is one policy). Router
+/// settings (`view`, `event_delay`, ...) not given default to the scenario's `[router]` table.
+pub fn resolve(list: &str, scenario: &Scenario) -> Result<Vec<Contender>, String> {
+    let mut items: Vec<String> = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let continues = part.contains('=') && !part.contains(':');
+        match items.last_mut() {
+            Some(last) if continues => {
+                last.push(if last.contains(':') { ',' } else { ':' });
+                last.push_str(part);
+            }
+            _ if continues => return Err(format!("`{part}` has no policy name before it")),
+            _ => items.push(part.to_string()),
+        }
+    }
+    if items.is_empty() {
+        return Err("no policies given".into());
+    }
+    let mut out = Vec::new();
+    for item in items {
+        let router = match scenario.policies.get(&item) {
+            Some(spec) => spec.clone(),
+            None => parse_item(&item, scenario)?,
+        };
+        if out.iter().any(|c: &Contender| c.label == item) {
+            return Err(format!("policy `{item}` is listed twice"));
+        }
+        out.push(Contender {
+            label: item,
+            router,
+        });
+    }
+    Ok(out)
+}
+
+fn parse_item(item: &str, scenario: &Scenario) -> Result<RouterSpec, String> {
+    let (name, params) = item.split_once(':').unwrap_or((item, ""));
+    let mut table = toml::Table::new();
+    // The scenario's router settings first; the item's own keys override them.
+    let base = toml::Value::try_from(&scenario.router.settings).map_err(|e| e.to_string())?;
+    if let toml::Value::Table(t) = base {
+        table.extend(
+            t.into_iter()
+                .filter(|(k, _)| k != "view" || scenario.router.settings.view.is_some()),
+        );
+    }
+    table.insert(
+        "policy".into(),
+        toml::Value::String(name.trim().to_string()),
+    );
+    for kv in params.split(',').filter(|s| !s.trim().is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("policy `{item}`: expected key=value, got `{kv}`"))?;
+        let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(v.to_string()));
+        table.insert(k.trim().to_string(), value);
+    }
+    RouterSpec::from_table(table).map_err(|e| format!("policy `{item}`: {e}"))
+}
+
+/// A folder name for a label: letters, digits, `_`, `-`, `.` and `=` kept, anything else `-`.
+pub fn folder_name(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_-.=".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// Runs every contender on the scenario (in parallel), in list order.
+pub fn run_all(scenario: &Scenario, contenders: &[Contender]) -> Result<Vec<RunOutput>, String> {
+    contenders
+        .par_iter()
+        .map(|c| {
+            let mut s = scenario.clone();
+            s.router = c.router.clone();
+            s.validate()
+                .map_err(|(f, m)| format!("{}: {f}: {m}", c.label))?;
+            Ok(Simulation::from_scenario(&s)?.run(&mut |_| {}))
+        })
+        .collect()
+}
+
+/// The headline numbers of one run, as compared.
+#[derive(Clone, Debug, Serialize)]
+pub struct Headline {
+    pub label: String,
+    pub policy: String,
+    pub view: Option<String>,
+    /// Metric name → value, in a fixed order.
+    pub metrics: BTreeMap<&'static str, f64>,
+}
+
+/// Metric names in table order, with whether lower is better.
+pub const METRICS: [(&str, bool); 17] = [
+    ("completed", false),
+    ("failed", true),
+    ("rejected", true),
+    ("ttft_p50_ms", true),
+    ("ttft_p95_ms", true),
+    ("ttft_p99_ms", true),
+    ("tpot_p50_ms", true),
+    ("tpot_p95_ms", true),
+    ("e2e_p95_ms", true),
+    ("queue_p95_ms", true),
+    ("requests_per_s", false),
+    ("output_tokens_per_s", false),
+    ("goodput_fraction", false),
+    ("prefix_hit_rate", false),
+    ("recompute_tokens", true),
+    ("recompute_gpu_s", true),
+    ("max_worker_share", true),
+];
+
+fn headline(label: &str, s: &Summary) -> Headline {
+    let max_share = s.workers.iter().map(|w| w.share).fold(0.0, f64::max);
+    let values = [
+        s.requests.completed as f64,
+        s.requests.failed as f64,
+        s.requests.rejected as f64,
+        s.ttft_ms.p50,
+        s.ttft_ms.p95,
+        s.ttft_ms.p99,
+        s.tpot_ms.p50,
+        s.tpot_ms.p95,
+        s.e2e_ms.p95,
+        s.queue_ms.p95,
+        s.throughput.requests_per_s,
+        s.throughput.output_tokens_per_s,
+        s.goodput.fraction,
+        s.prefix_cache.hit_rate,
+        s.recompute.tokens as f64,
+        s.recompute.gpu_seconds,
+        max_share,
+    ];
+    Headline {
+        label: label.to_string(),
+        policy: s.router.policy.clone(),
+        view: s.router.view.clone(),
+        metrics: METRICS.iter().map(|(k, _)| *k).zip(values).collect(),
+    }
+}
+
+/// The comparison of several runs of one scenario.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    pub scenario: String,
+    pub seed: u64,
+    /// The first policy: differences are relative to it.
+    pub baseline: String,
+    pub runs: Vec<Headline>,
+    /// Per run, metric → difference from the baseline (absolute).
+    pub diff: Vec<BTreeMap<&'static str, f64>>,
+    /// Per run, metric → relative difference from the baseline (0.1 = +10%; absent when the baseline is 0).
+    pub diff_relative: Vec<BTreeMap<&'static str, f64>>,
+}
+
+impl Comparison {
+    /// Builds the comparison from runs in contender order.
+    pub fn new(scenario: &Scenario, contenders: &[Contender], outputs: &[RunOutput]) -> Self {
+        let runs: Vec<Headline> = contenders
+            .iter()
+            .zip(outputs)
+            .map(|(c, o)| headline(&c.label, &o.summary))
+            .collect();
+        let base = runs[0].metrics.clone();
+        let diff = runs
+            .iter()
+            .map(|r| {
+                r.metrics
+                    .iter()
+                    .map(|(k, v)| (*k, round(v - base[k], 6)))
+                    .collect()
+            })
+            .collect();
+        let diff_relative = runs
+            .iter()
+            .map(|r| {
+                r.metrics
+                    .iter()
+                    .filter(|(k, _)| base[*k] != 0.0)
+                    .map(|(k, v)| (*k, round(v / base[k] - 1.0, 6)))
+                    .collect()
+            })
+            .collect();
+        Comparison {
+            scenario: scenario.name.clone(),
+            seed: scenario.seed,
+            baseline: runs[0].label.clone(),
+            runs,
+            diff,
+            diff_relative,
+        }
+    }
+
+    /// `comparison.json`.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("comparison serialises") + "\n"
+    }
+
+    /// `comparison.csv`: one row per policy, every metric and its difference from the baseline.
+    pub fn to_csv(&self) -> Vec<u8> {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        let mut header = vec![
+            "label".to_string(),
+            "policy".to_string(),
+            "view".to_string(),
+        ];
+        for (k, _) in METRICS {
+            header.push(k.to_string());
+            header.push(format!("{k}_diff"));
+        }
+        w.write_record(&header).expect("in-memory CSV");
+        for (r, d) in self.runs.iter().zip(&self.diff) {
+            let mut row = vec![
+                r.label.clone(),
+                r.policy.clone(),
+                r.view.clone().unwrap_or_default(),
+            ];
+            for (k, _) in METRICS {
+                row.push(format_value(r.metrics[k]));
+                row.push(format_value(d[k]));
+            }
+            w.write_record(&row).expect("in-memory CSV");
+        }
+        w.into_inner().expect("in-memory CSV")
+    }
+
+    /// `comparison.md`: metrics as rows, policies as columns, the difference from the first in brackets.
+    pub fn to_markdown(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "# {} — policies compared (seed {})\n",
+            self.scenario, self.seed
+        );
+        let _ = write!(o, "| metric |");
+        for r in &self.runs {
+            let view = r
+                .view
+                .as_deref()
+                .map(|v| format!(" ({v})"))
+                .unwrap_or_default();
+            let _ = write!(o, " {}{} |", r.label, view);
+        }
+        let _ = write!(o, "\n|---|");
+        for _ in &self.runs {
+            let _ = write!(o, "---:|");
+        }
+        o.push('\n');
+        for (k, lower_better) in METRICS {
+            let _ = write!(o, "| {k}{} |", if lower_better { " ↓" } else { " ↑" });
+            for (i, r) in self.runs.iter().enumerate() {
+                let v = r.metrics[k];
+                match self.diff_relative[i].get(k) {
+                    Some(rel) if i > 0 => {
+                        let _ = write!(o, " {} ({:+.1}%) |", format_value(v), rel * 100.0);
+                    }
+                    _ => {
+                        let _ = write!(o, " {} |", format_value(v));
+                    }
+                }
+            }
+            o.push('\n');
+        }
+        o
+    }
+}
+
+fn format_value(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: &str = r#"
+name = "t"
+duration = "10s"
+[[workers]]
+count = 2
+gpu = "h100"
+model = "llama-3.1-8b"
+[workload]
+kind = "poisson"
+rate = 1.0
+prompt = { dist = "fixed", tokens = 100 }
+output = { dist = "fixed", tokens = 10 }
+[router]
+policy = "round_robin"
+event_delay = "5ms"
+[policies.sticky]
+policy = "session_affinity"
+ttl = "1m"
+"#;
+
+    #[test]
+    fn resolves_names_tables_and_continued_parameters() {
+        let s = Scenario::parse(S, "t.toml", &[]).unwrap();
+        let c = resolve("round_robin, sticky, prefix_aware:load_weight=0.5,prefix_weight=2, dynamo_kv:view=oracle", &s).unwrap();
+        let labels: Vec<_> = c.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "round_robin",
+                "sticky",
+                "prefix_aware:load_weight=0.5,prefix_weight=2",
+                "dynamo_kv:view=oracle"
+            ]
+        );
+        assert_eq!(c[1].router.policy.name(), "session_affinity");
+        assert_eq!(
+            c[2].router.settings.event_delay,
+            crate::time::SimDuration::from_millis(5)
+        );
+        assert_eq!(c[3].router.view(), crate::routing::view::ViewKind::Oracle);
+        assert!(resolve("load_weight=1", &s).is_err());
+        assert!(resolve("round_robin,round_robin", &s).is_err());
+        assert!(
+            resolve("prefix_aware:bogus=1", &s)
+                .unwrap_err()
+                .contains("bogus")
+        );
+        assert_eq!(
+            folder_name("prefix_aware:load_weight=0.5"),
+            "prefix_aware-load_weight=0.5"
+        );
+    }
+}

@@ -1,0 +1,57 @@
+//! Exporters: each turns results into bytes; [`write_files`] is the one place that writes them.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::engine::RunOutput;
+use crate::routing::router::DecisionRecord;
+
+/// A file to write: its name within the results directory and its contents.
+pub type OutputFile = (String, Vec<u8>);
+
+/// The files of one run: `summary.json`, `summary.md`, `run_info.json` and, if decisions were logged,
+/// `decisions.csv`.
+pub fn run_files(out: &RunOutput, wall_s: f64) -> Result<Vec<OutputFile>> {
+    let s = &out.summary;
+    let info = serde_json::json!({
+        "fleetsim_version": env!("CARGO_PKG_VERSION"),
+        "command_line": std::env::args().collect::<Vec<_>>(),
+        "wall_seconds": wall_s,
+        "simulated_seconds": s.sim.simulated_s,
+        "events": s.sim.events,
+        "events_per_wall_second": s.sim.events as f64 / wall_s.max(1e-9),
+    });
+    let mut files = vec![
+        ("summary.json".to_string(), s.to_json().into_bytes()),
+        ("summary.md".to_string(), s.to_markdown().into_bytes()),
+        (
+            "run_info.json".to_string(),
+            (serde_json::to_string_pretty(&info)? + "\n").into_bytes(),
+        ),
+    ];
+    if !out.decisions.is_empty() {
+        files.push(("decisions.csv".to_string(), decisions_csv(&out.decisions)?));
+    }
+    Ok(files)
+}
+
+/// The decision log as CSV, one row per decision.
+pub fn decisions_csv(decisions: &[DecisionRecord]) -> Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for d in decisions {
+        w.serialize(d)?;
+    }
+    Ok(w.into_inner()?)
+}
+
+/// Writes `files` into `dir`, creating it.
+pub fn write_files(dir: &Path, files: &[OutputFile]) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create results directory {}", dir.display()))?;
+    for (name, bytes) in files {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok(())
+}

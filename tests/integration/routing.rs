@@ -1,0 +1,114 @@
+//! Routing policies on the scenarios built to show their trade-offs, and `compare`'s determinism.
+
+use crate::common::{run, scenario_path};
+use fleetsim::compare;
+use fleetsim::metrics::Summary;
+use fleetsim::scenario::Scenario;
+
+/// Runs `policies` on a bundled scenario shortened to `duration`, in list order.
+fn compare_on(file: &str, duration: &str, policies: &str) -> Vec<Summary> {
+    let s = Scenario::load(&scenario_path(file), &[format!("duration=\"{duration}\"")]).unwrap();
+    let contenders = compare::resolve(policies, &s).unwrap();
+    compare::run_all(&s, &contenders)
+        .unwrap()
+        .into_iter()
+        .map(|o| o.summary)
+        .collect()
+}
+
+fn max_share(s: &Summary) -> f64 {
+    s.workers.iter().map(|w| w.share).fold(0.0, f64::max)
+}
+
+#[test]
+fn hot_prefix_prefix_only_routing_concentrates_and_loses_to_llm_d() {
+    let r = compare_on("hot-prefix.toml", "3m", "round_robin,prefix_only,llm_d");
+    let (rr, prefix_only, llm_d) = (&r[0], &r[1], &r[2]);
+    assert!(
+        max_share(prefix_only) > 0.5,
+        "prefix-only max share {}",
+        max_share(prefix_only)
+    );
+    assert!(max_share(prefix_only) > max_share(llm_d));
+    assert!((max_share(rr) - 0.125).abs() < 0.01);
+    assert!(
+        llm_d.ttft_ms.p95 < prefix_only.ttft_ms.p95,
+        "llm_d p95 {} vs prefix-only {}",
+        llm_d.ttft_ms.p95,
+        prefix_only.ttft_ms.p95
+    );
+}
+
+#[test]
+fn heavy_tail_least_outstanding_beats_round_robin_on_p95_ttft() {
+    let r = compare_on("heavy-tail.toml", "4m", "round_robin,least_outstanding");
+    assert_eq!(
+        r[0].requests.arrived, r[1].requests.arrived,
+        "same arrivals"
+    );
+    assert!(
+        r[1].ttft_ms.p95 <= r[0].ttft_ms.p95,
+        "least_outstanding p95 {} vs round_robin {}",
+        r[1].ttft_ms.p95,
+        r[0].ttft_ms.p95
+    );
+}
+
+#[test]
+fn compare_output_does_not_depend_on_the_thread_count() {
+    let dir = std::env::temp_dir().join(format!("fleetsim-compare-{}", std::process::id()));
+    let mut outputs = Vec::new();
+    for threads in ["1", "3"] {
+        let out = dir.join(threads);
+        assert_cmd::Command::cargo_bin("fleetsim")
+            .unwrap()
+            .args(["compare", "--set", "duration=\"40s\"", "--threads", threads])
+            .args([
+                "--policies",
+                "round_robin,prefix_only,llm_d,dynamo_kv:temperature=0.5",
+            ])
+            .arg("--out")
+            .arg(&out)
+            .arg(scenario_path("hot-prefix.toml"))
+            .assert()
+            .success();
+        let mut files = Vec::new();
+        for f in [
+            "comparison.json",
+            "comparison.csv",
+            "comparison.md",
+            "llm_d/summary.json",
+            "prefix_only/summary.json",
+        ] {
+            files.push(std::fs::read(out.join(f)).unwrap());
+        }
+        outputs.push(files);
+    }
+    assert_eq!(outputs[0], outputs[1]);
+    let cmp: serde_json::Value = serde_json::from_slice(&outputs[0][0]).unwrap();
+    assert_eq!(cmp["baseline"], "round_robin");
+    assert_eq!(cmp["runs"].as_array().unwrap().len(), 4);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn every_policy_runs_and_serves_every_request() {
+    let names = fleetsim::routing::PolicyConfig::NAMES.join(",");
+    let s = Scenario::load(
+        &scenario_path("quickstart.toml"),
+        &["duration=\"20s\"".to_string()],
+    )
+    .unwrap();
+    let contenders = compare::resolve(&names, &s).unwrap();
+    for (c, out) in contenders
+        .iter()
+        .zip(compare::run_all(&s, &contenders).unwrap())
+    {
+        let r = &out.summary.requests;
+        assert_eq!(r.arrived, r.completed, "{}", c.label);
+        assert_eq!(out.summary.router.policy, c.router.policy.name());
+    }
+    // The same arrivals whatever the policy.
+    let a = run(&s).0;
+    assert!(a.requests.arrived > 500);
+}
