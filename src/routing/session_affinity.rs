@@ -148,7 +148,7 @@ impl RoutingPolicy for SessionAffinity {
                 "new pin: fewest outstanding",
                 true,
             ),
-            Some(w) if !input.workers[w].up => {
+            Some(w) if w >= input.workers.len() || !input.workers[w].up => {
                 let other = self.fallback.pick(input)?;
                 match self.params.on_down {
                     OnUnavailable::Spill => (other, "pinned worker down: spill", false),

@@ -278,6 +278,73 @@ mod tests {
         assert_eq!(p.name(), "session_affinity");
     }
 
+    /// Every policy: never a down worker, `None` only when all are down, and the same decisions for the
+    /// same inputs and random stream (ties are broken deterministically).
+    #[test]
+    fn every_policy_avoids_down_workers_and_is_deterministic() {
+        use crate::request::{Request, Segment, SessionRef};
+        use crate::routing::RouteInput;
+        use crate::routing::test_support::snapshots;
+        use crate::time::SimTime;
+        use rand::Rng;
+
+        for name in PolicyConfig::NAMES {
+            let decide = || {
+                let cfg = PolicyConfig::parse_spec(name).unwrap();
+                let mut p = cfg.build();
+                let mut rng = crate::rng::from_u64(7);
+                let mut draw = crate::rng::from_u64(99);
+                let mut picks = Vec::new();
+                for i in 0..300u64 {
+                    let n = draw.random_range(1..12usize);
+                    let load: Vec<u32> = (0..n).map(|_| draw.random_range(0..20)).collect();
+                    let mut ws = snapshots(&load);
+                    for w in &mut ws {
+                        w.up = draw.random_bool(0.6);
+                        w.queued = draw.random_range(0..5);
+                        w.kv_utilization = draw.random::<f64>();
+                        w.used_blocks = draw.random_range(0..500);
+                    }
+                    let overlaps: Vec<u32> = (0..n).map(|_| draw.random_range(0..8)).collect();
+                    let hashes: Vec<u64> = (0..8).map(|b| b + 100 * (i % 5)).collect();
+                    let req = Request::new(
+                        i,
+                        Some(SessionRef {
+                            id: i % 13,
+                            turn: 0,
+                        }),
+                        SimTime(i * 1_000_000),
+                        1,
+                        vec![Segment {
+                            content: i,
+                            tokens: 128,
+                        }],
+                    );
+                    let input = RouteInput {
+                        request: &req,
+                        prompt_blocks: 8,
+                        prompt_hashes: &hashes,
+                        overlaps: &overlaps,
+                        workers: &ws,
+                        now: req.arrival,
+                    };
+                    let d = p.route(&input, &mut rng);
+                    match d {
+                        Some(d) => {
+                            assert!(ws[d.worker].up, "{name} chose down worker {}", d.worker)
+                        }
+                        None => {
+                            assert!(ws.iter().all(|w| !w.up), "{name} refused with a worker up")
+                        }
+                    }
+                    picks.push(d.map(|d| d.worker));
+                }
+                picks
+            };
+            assert_eq!(decide(), decide(), "{name} is not deterministic");
+        }
+    }
+
     #[test]
     fn router_table_splits_policy_and_settings() {
         let t: toml::Table =
