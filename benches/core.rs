@@ -111,9 +111,14 @@ fn routing_decision(c: &mut Criterion) {
             .collect();
         let prefix_hashes = |p: u64| -> Vec<u64> { (0..64).map(|b| (p << 20) | b).collect() };
         for name in PolicyConfig::NAMES {
+            // Bound the approximate views so the bench measures steady state, not ever-growing maps.
+            let settings = fleetsim::routing::spec::RouterSettings {
+                approx_capacity_blocks: Some(fleetsim::config::PositiveInt(8192)),
+                ..Default::default()
+            };
             let spec = RouterSpec {
                 policy: PolicyConfig::parse_spec(name).unwrap(),
-                settings: Default::default(),
+                settings,
             };
             let mut router = Router::new(&spec, 1, &vec![28_000; workers]);
             for p in 0..256u64 {

@@ -117,18 +117,23 @@ impl Router {
         fresh: &[WorkerSnapshot],
     ) -> Option<Decision> {
         let interval = self.spec.settings.load_refresh;
-        let due = self.last_refresh.is_none_or(|t| now >= t + interval);
-        if interval.0 == 0 || due || self.stale.len() != fresh.len() {
-            self.stale.clear();
-            self.stale.extend_from_slice(fresh);
-            self.last_refresh = Some(now);
+        let workers: &[WorkerSnapshot] = if interval.0 == 0 {
+            fresh
         } else {
-            // Between refreshes only the gateway's own counts are current.
-            for (s, f) in self.stale.iter_mut().zip(fresh) {
-                s.up = f.up;
-                s.outstanding = f.outstanding;
+            let due = self.last_refresh.is_none_or(|t| now >= t + interval);
+            if due || self.stale.len() != fresh.len() {
+                self.stale.clear();
+                self.stale.extend_from_slice(fresh);
+                self.last_refresh = Some(now);
+            } else {
+                // Between refreshes only the gateway's own counts are current.
+                for (s, f) in self.stale.iter_mut().zip(fresh) {
+                    s.up = f.up;
+                    s.outstanding = f.outstanding;
+                }
             }
-        }
+            &self.stale
+        };
         self.overlaps.clear();
         if let Some(v) = &mut self.view {
             v.advance(now);
@@ -139,7 +144,7 @@ impl Router {
             prompt_blocks: prompt_hashes.len() as u32,
             prompt_hashes,
             overlaps: &self.overlaps,
-            workers: &self.stale,
+            workers,
             now,
         };
         let decision = self.policy.route(&input, &mut self.rng)?;
