@@ -24,8 +24,20 @@ pub struct Summary {
     pub prefix_cache: PrefixCache,
     pub recompute: RecomputeSummary,
     pub preemptions: u64,
+    pub sessions: SessionSummary,
     pub workers: Vec<WorkerSummary>,
     pub sim: SimInfo,
+}
+
+/// Conversations (multi-turn sessions).
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionSummary {
+    /// Sessions that started (their first turn arrived).
+    pub total: u64,
+    /// Requests that were a turn of some session.
+    pub turns: u64,
+    /// Sessions reset by a fault that lost their state. Always 0 for now: faults are not modelled yet.
+    pub reset: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -201,6 +213,11 @@ impl Summary {
                 },
             },
             preemptions: c.preemptions,
+            sessions: SessionSummary {
+                total: c.sessions_started,
+                turns: c.session_requests,
+                reset: 0,
+            },
             workers,
             sim: SimInfo {
                 simulated_s: round(simulated_s, 9),
@@ -290,6 +307,13 @@ impl Summary {
             );
         }
         let _ = writeln!(o, "| preemptions | {} |", self.preemptions);
+        if self.sessions.total > 0 {
+            let _ = writeln!(
+                o,
+                "| sessions | {} ({} turns) |",
+                self.sessions.total, self.sessions.turns
+            );
+        }
         let _ = writeln!(
             o,
             "\n| worker | gpu | model | busy | requests | KV blocks | KV peak | preemptions | evictions |"
