@@ -25,6 +25,7 @@ pub mod native;
 mod replay;
 pub mod stats;
 pub mod text;
+pub mod tools;
 pub mod vidur;
 
 use std::collections::VecDeque;

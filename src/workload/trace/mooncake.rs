@@ -242,10 +242,10 @@ impl<W: Write> MooncakeWriter<W> {
 impl<W: Write> TraceWriter for MooncakeWriter<W> {
     fn write_row(&mut self, row: &TraceRow) -> Result<(), String> {
         let Timing::At(at) = row.timing else {
-            return Err(format!(
-                "line {}: a closed-loop turn (think time) cannot be written as Mooncake, which has only arrival times; write native",
-                row.line
-            ));
+            return Err(
+                "a closed-loop turn (a think time) cannot be written as Mooncake, which has only arrival times; write native"
+                    .into(),
+            );
         };
         let (full, partial) =
             block_hashes_and_partial(row.segments.iter().copied(), self.block_size);

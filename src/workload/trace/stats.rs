@@ -1,7 +1,7 @@
 //! `fleetsim trace stats`: what a trace holds, in one streaming pass.
 //!
-//! Memory is O(distinct token counts) for the exact length percentiles and O(distinct blocks) for the
-//! infinite-cache hit rate; no request is kept.
+//! Memory is O(distinct token counts) for the exact length percentiles, O(distinct blocks) for the
+//! infinite-cache hit rate and O(multi-turn sessions) to count them; no request is kept.
 //!
 //! **Infinite-cache hit rate.** Each prompt is cut into blocks of `block_size` tokens, the last one possibly
 //! partial; a block is identified by its chain hash (the block's tokens and everything before it, and
@@ -104,7 +104,8 @@ pub struct TraceStats {
     think_ms: Counts,
     session_rows: u64,
     sessions: u64,
-    multi_turn: u64,
+    /// Sessions seen with a turn after the first (one entry per multi-turn session).
+    multi_turn: HashSet<u64>,
     max_turn: u32,
     seen: HashSet<u64>,
     blocks: u64,
@@ -164,7 +165,7 @@ pub struct CacheStats {
     pub block_size: u32,
     /// Prompt blocks, the last partial block of each prompt included.
     pub blocks: u64,
-    /// Distinct blocks seen (prompts and answers).
+    /// Distinct blocks an infinite cache ends up holding (prompts and answers).
     pub distinct_blocks: u64,
     /// Hit blocks / prompt blocks.
     pub hit_rate_blocks: f64,
@@ -187,7 +188,7 @@ impl TraceStats {
             think_ms: Counts::default(),
             session_rows: 0,
             sessions: 0,
-            multi_turn: 0,
+            multi_turn: HashSet::default(),
             max_turn: 0,
             seen: HashSet::default(),
             blocks: 0,
@@ -219,7 +220,9 @@ impl TraceStats {
         if let Some(s) = row.session {
             self.session_rows += 1;
             self.sessions += u64::from(s.turn == 0);
-            self.multi_turn += u64::from(s.turn == 1);
+            if s.turn > 0 {
+                self.multi_turn.insert(s.id);
+            }
             self.max_turn = self.max_turn.max(s.turn + 1);
         }
         let b = self.block_size;
@@ -279,7 +282,7 @@ impl TraceStats {
             sessions: (self.session_rows > 0).then_some(SessionStats {
                 sessions: self.sessions,
                 turns: self.session_rows,
-                multi_turn: self.multi_turn,
+                multi_turn: self.multi_turn.len() as u64,
                 max_turns: self.max_turn,
             }),
             prefix_cache: CacheStats {
@@ -349,7 +352,7 @@ impl StatsReport {
         let c = &self.prefix_cache;
         let _ = writeln!(
             o,
-            "prefix cache        infinite cache, {}-token blocks: {:.1}% of blocks, {:.1}% of tokens ({} blocks, {} distinct)",
+            "prefix cache        infinite cache, {}-token blocks: {:.1}% of blocks, {:.1}% of tokens ({} prompt blocks; {} distinct blocks cached)",
             c.block_size,
             c.hit_rate_blocks * 100.0,
             c.hit_rate_tokens * 100.0,

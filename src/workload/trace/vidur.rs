@@ -88,10 +88,10 @@ impl<W: Write> VidurWriter<W> {
 impl<W: Write> TraceWriter for VidurWriter<W> {
     fn write_row(&mut self, row: &TraceRow) -> Result<(), String> {
         let Timing::At(at) = row.timing else {
-            return Err(format!(
-                "line {}: a closed-loop turn (think time) cannot be written as Vidur, which has only arrival times; write native",
-                row.line
-            ));
+            return Err(
+                "a closed-loop turn (a think time) cannot be written as Vidur, which has only arrival times; write native"
+                    .into(),
+            );
         };
         if !self.header {
             writeln!(self.out, "{}", COLUMNS.join(",")).map_err(|e| e.to_string())?;
