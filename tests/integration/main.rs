@@ -7,3 +7,5 @@ mod golden;
 mod invariants;
 mod prefix_cache;
 mod queueing;
+mod sessions;
+mod traces;
