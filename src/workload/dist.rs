@@ -523,6 +523,87 @@ mod tests {
     }
 
     #[test]
+    fn geometric_and_empirical_draws() {
+        let g = LengthDist::Geometric {
+            mean: Positive(4.0),
+            min: None,
+            max: Some(PositiveInt(1000)),
+        };
+        // Mean 4, sd √12 ≈ 3.46: the mean of 100k draws is within 0.05.
+        assert!((mean_of(&g, 100_000) - 4.0).abs() < 0.05);
+        let one = LengthDist::Geometric {
+            mean: Positive(1.0),
+            min: None,
+            max: None,
+        };
+        assert_eq!(mean_of(&one, 1000), 1.0);
+
+        let e = LengthDist::empirical(vec![10, 20, 30], &[1.0, 0.0, 3.0]).unwrap();
+        assert_eq!(e.mean(), 25.0);
+        let mut rng = from_u64(2);
+        let mut counts = [0u32; 3];
+        for _ in 0..40_000 {
+            match e.sample(&mut rng) {
+                10 => counts[0] += 1,
+                20 => counts[1] += 1,
+                30 => counts[2] += 1,
+                v => panic!("drew {v}"),
+            }
+        }
+        assert_eq!(counts[1], 0, "a zero weight is never drawn");
+        // 10,000 expected (sd 87).
+        assert!((9_650..10_350).contains(&counts[0]), "{counts:?}");
+    }
+
+    #[test]
+    fn specs_name_the_key_that_is_wrong() {
+        let spec = |text: &str| toml::from_str::<LengthSpec>(text).unwrap().build();
+        assert_eq!(
+            spec("dist = \"geometric\"\nmean = 0.5").unwrap_err().0,
+            "mean"
+        );
+        assert_eq!(
+            spec("dist = \"empirical\"\nvalues = [1, 2]\nweights = [1]")
+                .unwrap_err()
+                .0,
+            "weights"
+        );
+        assert_eq!(spec("dist = \"empirical\"").unwrap_err().0, "values");
+        assert_eq!(
+            spec("dist = \"fixed\"\ntokens = 3\nvalues = [1]")
+                .unwrap_err()
+                .0,
+            "values"
+        );
+        assert_eq!(
+            spec("dist = \"empirical\"\nvalues = [5]").unwrap(),
+            LengthDist::Empirical {
+                values: vec![5],
+                cumulative: vec![1.0]
+            }
+        );
+        let dur = |text: &str| toml::from_str::<DurationSpec>(text).unwrap().build();
+        assert_eq!(
+            dur("dist = \"lognormal\"\nmedian = \"20s\"").unwrap_err().0,
+            "sigma"
+        );
+        assert_eq!(
+            dur("dist = \"geometric\"\nmean = \"2s\"").unwrap_err().0,
+            "dist"
+        );
+        assert_eq!(
+            dur("dist = \"uniform\"\nmin = \"5s\"\nmax = \"1s\"")
+                .unwrap_err()
+                .0,
+            "max"
+        );
+        let d = dur("dist = \"exponential\"\nmean = \"8s\"\nmax = \"10s\"").unwrap();
+        let mut rng = from_u64(3);
+        assert!((0..1000).all(|_| d.sample(&mut rng) <= SimDuration::from_secs(10)));
+        assert_eq!(d.mean_secs(), 8.0);
+    }
+
+    #[test]
     fn gamma_gaps_have_the_configured_mean_and_cv() {
         let p = ArrivalProcess::gamma(4.0, 2.0);
         let mut rng = from_u64(5);

@@ -392,7 +392,9 @@ impl WorkloadSpec {
 
     /// The rows this workload would produce, for `fleetsim trace gen`: open-loop requests as arrivals,
     /// closed-loop sessions as turns with think times (nothing is simulated, so a closed-loop turn's
-    /// arrival is not known), a trace's own rows. The same window and cap as [`WorkloadSpec::build`].
+    /// arrival is not known), a trace's own rows. Open-loop arrivals stop at `end` and the rows at
+    /// `max_requests`, as in [`WorkloadSpec::build`]; a closed-loop session is written whole, and a
+    /// replay cuts it at the end of its window just as the live generator does.
     pub fn rows(
         &self,
         seed: u64,
@@ -434,5 +436,105 @@ impl WorkloadSpec {
     /// The directory relative paths resolve against.
     pub fn base_dir(&self) -> &Path {
         &self.base_dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::Scenario;
+
+    const SESSIONS: &str = r#"
+name = "s"
+duration = "60s"
+
+[[workers]]
+count = 1
+gpu = "h100"
+model = "llama-3.1-8b"
+
+[workload]
+kind = "sessions"
+session_rate = 1.0
+turns = { dist = "geometric", mean = 3 }
+prompt = { dist = "fixed", tokens = 100 }
+output = { dist = "fixed", tokens = 10 }
+think_time = { dist = "fixed", value = "5s" }
+"#;
+
+    fn err(text: &str) -> String {
+        Scenario::parse(text, "s.toml", &[])
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn session_keys_are_checked_against_the_kind() {
+        Scenario::parse(SESSIONS, "s.toml", &[]).unwrap();
+        let e = err(&SESSIONS.replace("session_rate = 1.0", "rate = 1.0"));
+        assert!(
+            e.contains("workload.rate: does not apply to kind = \"sessions\""),
+            "{e}"
+        );
+        assert!(e.starts_with("s.toml:12:"), "{e}");
+        let e = err(&SESSIONS.replace("session_rate = 1.0\n", ""));
+        assert!(e.contains("workload.session_rate: required"), "{e}");
+        let e = err(&SESSIONS.replace(
+            "think_time = { dist = \"fixed\", value = \"5s\" }",
+            "think_time = { dist = \"fixed\", tokens = 5 }",
+        ));
+        assert!(e.contains("unknown field `tokens`"), "{e}");
+        let e = err(&SESSIONS.replace("mean = 3", "mean = 0.5"));
+        assert!(
+            e.starts_with("s.toml:13") && e.contains("workload.turns.mean"),
+            "{e}"
+        );
+        let e = err(&SESSIONS.replace("kind = \"sessions\"", "kind = \"trace\""));
+        assert!(e.contains("does not apply to kind = \"trace\""), "{e}");
+        let e = err(&format!(
+            "{SESSIONS}rate_curve = {{ path = \"no/such/curve.csv\" }}\n"
+        ));
+        assert!(
+            e.contains("workload.rate_curve.path") && e.contains("curve.csv"),
+            "{e}"
+        );
+        let e = err(&format!("{SESSIONS}mode = \"sideways\"\n"));
+        assert!(e.contains("unknown variant `sideways`"), "{e}");
+    }
+
+    #[test]
+    fn trace_keys_are_checked_and_paths_resolve_against_the_scenario() {
+        let trace = |extra: &str| {
+            format!(
+                "name = \"t\"\nduration = \"1h\"\n[[workers]]\ncount = 1\ngpu = \"h100\"\nmodel = \"llama-3.1-8b\"\n[workload]\nkind = \"trace\"\n{extra}"
+            )
+        };
+        let e = err(&trace(""));
+        assert!(e.contains("workload.path: required"), "{e}");
+        let e = err(&trace("path = \"missing.jsonl\"\n"));
+        assert!(
+            e.contains("workload.path") && e.contains("missing.jsonl"),
+            "{e}"
+        );
+        // The scenario's directory is where relative paths start.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let file = dir.join("virtual.toml").display().to_string();
+        let ok = Scenario::parse(
+            &trace("path = \"../traces/mooncake/synthetic_trace.jsonl\"\n"),
+            &file,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(ok.workload.base_dir(), dir.as_path());
+        let e = Scenario::parse(
+            &trace("path = \"../traces/azure-llm-2023/AzureLLMInferenceTrace_code.csv\"\nreconstruct_sessions = true\n"),
+            &file,
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("reconstruct_sessions: applies to Mooncake traces, and this one is azure"),
+            "{e}"
+        );
     }
 }
