@@ -14,7 +14,7 @@
 //! the previous answer's segment, and a new user message of the remaining tokens, so the history's
 //! prefix is shared as it would be on a real chat service. A shorter prompt means the client cut or
 //! summarised the history: it shares nothing (the turn still counts in its session). A session not seen
-//! for [`super::SESSION_MEMORY`] of trace time is forgotten; if it comes back it starts again at turn 0.
+//! for [`super::SESSION_MEMORY`] of trace time is over: if its id comes back, that starts a new session.
 //! Without a `Session ID` every prompt is unique.
 
 use rustc_hash::FxHashMap as HashMap;
@@ -112,10 +112,10 @@ impl Parser for BurstGptParser {
         let session = match &session_key {
             None => None,
             Some(key) => Some(match self.sessions.get_mut(key) {
-                Some(s) => {
-                    let history: u32 =
-                        s.segments.iter().map(|g| g.tokens).sum::<u32>() + s.prev_output;
-                    if input >= history {
+                Some(s) if at.since(s.last_seen) <= SESSION_MEMORY => {
+                    let history: u64 = s.segments.iter().map(|g| u64::from(g.tokens)).sum::<u64>()
+                        + u64::from(s.prev_output);
+                    if u64::from(input) >= history {
                         segments.extend_from_slice(&s.segments);
                         segments.push(Request::answer_segment(s.prev_id, s.prev_output));
                     }
@@ -125,7 +125,8 @@ impl Parser for BurstGptParser {
                         turn: s.turn,
                     }
                 }
-                None => {
+                // New, or back after being idle too long: a new session.
+                _ => {
                     self.next_session += 1;
                     SessionRef {
                         id: self.next_session - 1,
@@ -150,6 +151,8 @@ impl Parser for BurstGptParser {
                 prev_output: output,
                 last_seen: at,
             });
+            state.id = me.id;
+            state.turn = me.turn;
             state.segments.clone_from(&segments);
             state.prev_id = id;
             state.prev_output = output;
@@ -230,6 +233,13 @@ mod tests {
             .unwrap();
         assert_eq!(t2.session, Some(SessionRef { id: 0, turn: 2 }));
         assert_eq!(t2.segments.len(), 1);
+        // Three hours later the same id is a new conversation.
+        let t3 = p
+            .parse(6, "10840,ChatGPT,500,5,505,Conversation log,s1")
+            .unwrap()
+            .unwrap();
+        assert_eq!(t3.session, Some(SessionRef { id: 2, turn: 0 }));
+        assert_eq!(t3.segments.len(), 1);
     }
 
     #[test]
