@@ -1,11 +1,11 @@
-//! The command line: `run`, `validate`, `catalog`.
+//! The command line: `run`, `validate`, `catalog`, `trace gen|stats|convert`.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::compare;
@@ -14,6 +14,10 @@ use crate::hardware::{GpuId, ModelId, PerfModel, Precision};
 use crate::report;
 use crate::routing::PolicyConfig;
 use crate::scenario::Scenario;
+use crate::time::SimDuration;
+use crate::workload::synthetic::window_end;
+use crate::workload::trace::tools::{self, Output};
+use crate::workload::trace::{TraceFormat, TraceOptions};
 
 /// fleetsim: simulate an LLM inference fleet before you change the real one.
 #[derive(Debug, Parser)]
@@ -67,6 +71,108 @@ pub enum Command {
     },
     /// List the GPUs, models, precisions and routing policies fleetsim knows.
     Catalog,
+    /// Generate, summarise and convert workload traces.
+    Trace {
+        #[command(subcommand)]
+        command: TraceCommand,
+    },
+}
+
+/// `fleetsim trace ...`
+#[derive(Debug, Subcommand)]
+pub enum TraceCommand {
+    /// Write a scenario's workload to a trace file, without simulating it (closed-loop turns are
+    /// written with their think times).
+    Gen {
+        /// Scenario file (TOML) whose [workload] to write.
+        scenario: PathBuf,
+        /// Output file (native: JSON Lines, or CSV when the name ends in .csv).
+        #[arg(long, short)]
+        out: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = TraceFormat::Native)]
+        to: TraceFormat,
+        /// Tokens per hash block when writing Mooncake.
+        #[arg(long, default_value_t = 512)]
+        block_size: u32,
+        /// Override a scenario value, e.g. `--set duration=\"10m\"`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+    /// Summarise a trace: requests, duration, rate, inter-arrival CV, token percentiles, sessions, and
+    /// the prefix-cache hit rate an infinite cache would reach.
+    Stats {
+        /// Trace file.
+        trace: PathBuf,
+        #[command(flatten)]
+        read: ReadArgs,
+        /// Block size of the infinite-cache hit rate, in tokens.
+        #[arg(long, default_value_t = 512)]
+        block_size: u32,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Convert a trace to another format, keeping prefix identity where the target can hold it (native
+    /// keeps everything; Mooncake keeps it at block granularity; Vidur has no content columns).
+    Convert {
+        /// Trace to read.
+        input: PathBuf,
+        /// File to write (native: JSON Lines, or CSV when the name ends in .csv).
+        output: PathBuf,
+        #[command(flatten)]
+        read: ReadArgs,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = TraceFormat::Native)]
+        to: TraceFormat,
+        /// Tokens per hash block when writing Mooncake.
+        #[arg(long, default_value_t = 512)]
+        block_size: u32,
+    },
+}
+
+/// How to read a trace (the same options as a scenario's `kind = "trace"` workload).
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// Input format; recognised from the first line when omitted.
+    #[arg(long, alias = "from", value_enum)]
+    pub format: Option<TraceFormat>,
+    /// Skip malformed lines (and report how many) instead of stopping at the first.
+    #[arg(long)]
+    pub skip_bad_lines: bool,
+    /// Spread requests that share a timestamp over up to this long, e.g. 3s.
+    #[arg(long, value_parser = SimDuration::parse)]
+    pub jitter: Option<SimDuration>,
+    /// Mooncake: rebuild sessions from the hash chains (a heuristic).
+    #[arg(long)]
+    pub reconstruct_sessions: bool,
+    /// Mooncake: tokens per hash block of the input.
+    #[arg(long, default_value_t = 512)]
+    pub hash_block_size: u32,
+    /// Replay this many times faster.
+    #[arg(long, default_value_t = 1.0)]
+    pub speedup: f64,
+    /// Skip this much of the trace's beginning, e.g. 10m.
+    #[arg(long, value_parser = SimDuration::parse)]
+    pub start: Option<SimDuration>,
+    /// Seed of the jitter.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl ReadArgs {
+    fn options(&self) -> TraceOptions {
+        TraceOptions {
+            format: self.format,
+            skip_bad_lines: self.skip_bad_lines,
+            jitter: self.jitter,
+            reconstruct_sessions: self.reconstruct_sessions,
+            hash_block_size: self.hash_block_size,
+            speedup: self.speedup,
+            start: self.start.unwrap_or(SimDuration::ZERO),
+            seed: self.seed,
+        }
+    }
 }
 
 /// Runs the parsed command line.
@@ -94,6 +200,11 @@ pub fn main_with(cli: Cli) -> Result<()> {
         ),
         Command::Validate { scenario, set } => {
             let s = Scenario::load(&scenario, &set)?;
+            // Building the simulation reads a trace workload through, so a bad line shows here too.
+            let sim = Simulation::from_scenario(&s).map_err(anyhow::Error::msg)?;
+            for note in sim.notes() {
+                eprintln!("note: {note}");
+            }
             println!(
                 "{}: ok ({} workers, policy {}, {} arrival window)",
                 scenario.display(),
@@ -107,12 +218,87 @@ pub fn main_with(cli: Cli) -> Result<()> {
             print!("{}", catalog());
             Ok(())
         }
+        Command::Trace { command } => trace(command),
+    }
+}
+
+fn trace(command: TraceCommand) -> Result<()> {
+    match command {
+        TraceCommand::Gen {
+            scenario,
+            out,
+            to,
+            block_size,
+            set,
+        } => {
+            let s = Scenario::load(&scenario, &set)?;
+            let rows = s
+                .workload
+                .rows(s.seed, window_end(s.duration), s.max_requests)
+                .map_err(anyhow::Error::msg)?;
+            let target = Output {
+                path: &out,
+                format: to,
+                block_size,
+            };
+            let n = tools::write_rows(rows, &scenario.display().to_string(), target)
+                .map_err(anyhow::Error::msg)?;
+            eprintln!("wrote {n} requests to {}", out.display());
+            Ok(())
+        }
+        TraceCommand::Stats {
+            trace,
+            read,
+            block_size,
+            json,
+        } => {
+            anyhow::ensure!(block_size > 0, "--block-size must be at least 1");
+            let (format, report, notes) = tools::stats(&trace, &read.options(), block_size)?;
+            if json {
+                let mut v = serde_json::to_value(&report)?;
+                v["file"] = serde_json::json!(trace.display().to_string());
+                v["format"] = serde_json::json!(format.as_str());
+                v["notes"] = serde_json::json!(notes);
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                println!("{} ({format})", trace.display());
+                print!("{}", report.to_text());
+                for note in notes {
+                    println!("note: {note}");
+                }
+            }
+            Ok(())
+        }
+        TraceCommand::Convert {
+            input,
+            output,
+            read,
+            to,
+            block_size,
+        } => {
+            anyhow::ensure!(block_size > 0, "--block-size must be at least 1");
+            let target = Output {
+                path: &output,
+                format: to,
+                block_size,
+            };
+            let (n, notes) =
+                tools::convert(&input, &read.options(), target).map_err(anyhow::Error::msg)?;
+            for note in notes {
+                eprintln!("note: {note}");
+            }
+            eprintln!("wrote {n} requests to {} ({to})", output.display());
+            Ok(())
+        }
     }
 }
 
 fn run(path: &Path, out: Option<&Path>, set: &[String], json: bool, quiet: bool) -> Result<()> {
     let scenario = Scenario::load(path, set)?;
     let sim = Simulation::from_scenario(&scenario).map_err(anyhow::Error::msg)?;
+    for note in sim.notes() {
+        eprintln!("note: {note}");
+    }
     let bar = if quiet || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
     } else {
@@ -126,7 +312,9 @@ fn run(path: &Path, out: Option<&Path>, set: &[String], json: bool, quiet: bool)
         b
     };
     let started = Instant::now();
-    let output = sim.run(&mut |f| bar.set_position((f * 1000.0) as u64));
+    let output = sim
+        .try_run(&mut |f| bar.set_position((f * 1000.0) as u64))
+        .map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
     let wall = started.elapsed();
     if json {

@@ -13,6 +13,10 @@
 //! - [`worker`]: one GPU replica, a vLLM-v1-style engine: continuous batching with chunked prefill under a
 //!   token budget, FCFS admission, recompute preemption, and a paged KV block pool with automatic prefix
 //!   caching ([`worker::kv_cache`]).
+//! - [`workload`]: where requests come from: open-loop synthetic traffic, multi-turn sessions (closed or
+//!   open loop; a turn's prompt extends the previous turn's prompt and answer, so prefix identity holds by
+//!   construction), and trace replay (Mooncake, Azure, BurstGPT, Vidur and fleetsim's own format), all
+//!   streamed; `fleetsim trace` generates, summarises and converts traces.
 //! - [`hardware`]: the GPU and model catalogues and the roofline step-time model.
 //! - [`routing`]: the gateway's policies behind one small trait, over worker snapshots.
 //! - [`metrics`]: per-request records folded into counters and histograms; the summary is derived once.

@@ -75,9 +75,15 @@ impl Request {
 
     /// The segment that the answer to this request forms: the next turn of a conversation includes it.
     pub fn output_segment(&self) -> Segment {
+        Self::answer_segment(self.id, self.output_tokens)
+    }
+
+    /// The answer segment of request `id` with `output_tokens` tokens, without the request at hand (a
+    /// workload that builds the next turn after the request itself is gone).
+    pub fn answer_segment(id: RequestId, output_tokens: u32) -> Segment {
         Segment {
-            content: splitmix64(self.id ^ OUTPUT_TAG),
-            tokens: self.output_tokens,
+            content: splitmix64(id ^ OUTPUT_TAG),
+            tokens: output_tokens,
         }
     }
 
@@ -101,6 +107,19 @@ impl Request {
 /// Chained hashes of every full `block_size`-token block of the token stream that `segments` describe.
 /// A trailing partial block has no hash (it cannot be shared).
 pub fn block_hashes(segments: impl IntoIterator<Item = Segment>, block_size: u32) -> Vec<u64> {
+    block_hashes_and_partial(segments, block_size).0
+}
+
+/// [`block_hashes`], plus the chain value after a trailing partial block, if the stream ends inside one.
+///
+/// A worker never caches a partial block; the partial hash exists for accounting that counts a prompt's
+/// last, partial block as a unit (Mooncake's traces do: their last hash id usually covers fewer than 512
+/// tokens). It encodes the partial block's length, so two partial blocks are equal iff they hold the same
+/// tokens after the same prefix.
+pub fn block_hashes_and_partial(
+    segments: impl IntoIterator<Item = Segment>,
+    block_size: u32,
+) -> (Vec<u64>, Option<u64>) {
     assert!(block_size > 0, "block size must be positive");
     let mut hashes = Vec::new();
     let mut chain: u64 = 0x1234_5678_9abc_def0;
@@ -120,7 +139,7 @@ pub fn block_hashes(segments: impl IntoIterator<Item = Segment>, block_size: u32
             }
         }
     }
-    hashes
+    (hashes, (fill > 0).then_some(chain))
 }
 
 #[cfg(test)]
@@ -177,5 +196,19 @@ mod tests {
         let h1 = t1.prompt_block_hashes(16);
         assert_eq!(h0.len(), 4); // 70 tokens: 4 full blocks
         assert_eq!(h0[..], h1[..4]);
+    }
+
+    #[test]
+    fn partial_blocks_are_equal_only_with_equal_length_and_prefix() {
+        let (full, part) = block_hashes_and_partial([seg(1, 16), seg(2, 5)], 16);
+        assert_eq!(full, block_hashes([seg(1, 16), seg(2, 5)], 16));
+        let (_, same) = block_hashes_and_partial([seg(1, 16), seg(2, 5)], 16);
+        let (_, longer) = block_hashes_and_partial([seg(1, 16), seg(2, 6)], 16);
+        let (_, other_prefix) = block_hashes_and_partial([seg(3, 16), seg(2, 5)], 16);
+        assert!(part.is_some());
+        assert_eq!(part, same);
+        assert_ne!(part, longer);
+        assert_ne!(part, other_prefix);
+        assert_eq!(block_hashes_and_partial([seg(1, 32)], 16).1, None);
     }
 }

@@ -147,9 +147,10 @@ impl Scenario {
         Self::parse(&text, &file, overrides)
     }
 
-    /// Parses and validates scenario text; `file` names it in errors.
+    /// Parses and validates scenario text; `file` names it in errors, and paths in the scenario (trace
+    /// files, rate curves) are relative to `file`'s directory.
     pub fn parse(text: &str, file: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
-        let scenario: Scenario = if overrides.is_empty() {
+        let mut scenario: Scenario = if overrides.is_empty() {
             toml::from_str(text).map_err(|e| toml_error(text, file, &e))?
         } else {
             let mut table: toml::Table =
@@ -167,6 +168,10 @@ impl Scenario {
                     message: e.message().to_string(),
                 })?
         };
+        scenario.workload.base_dir = Path::new(file)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
         scenario
             .validate()
             .map_err(|(path, message)| ScenarioError {

@@ -56,6 +56,7 @@ pub struct Simulation {
     collector: Collector,
     events: u64,
     horizon: SimTime,
+    notes: Vec<String>,
 }
 
 impl Simulation {
@@ -70,16 +71,17 @@ impl Simulation {
             }
         }
         let end = window_end(s.duration);
-        let workload = s.workload.build(s.seed, end, s.max_requests);
+        let built = s.workload.build(s.seed, end, s.max_requests)?;
         let mut sim = Simulation::new(
             s.name.clone(),
             s.seed,
             workers,
             &s.router,
-            workload,
+            built.workload,
             Collector::new(s.slo.clone(), s.worker_count()),
         );
         sim.horizon = end;
+        sim.notes = built.notes;
         Ok(sim)
     }
 
@@ -111,12 +113,28 @@ impl Simulation {
             collector,
             events: 0,
             horizon: SimTime::ZERO,
+            notes: Vec::new(),
         }
+    }
+
+    /// What building the workload had to say (e.g. how many bad trace lines were skipped).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// Runs to the end: every arrival routed, every request finished. `progress` gets the fraction of the
     /// arrival window simulated, now and then.
-    pub fn run(mut self, progress: &mut dyn FnMut(f64)) -> RunOutput {
+    ///
+    /// Panics if the workload stopped early on an error, which only a trace that changed on disk after
+    /// it was checked can do; [`Simulation::try_run`] returns that as an error.
+    pub fn run(self, progress: &mut dyn FnMut(f64)) -> RunOutput {
+        self.try_run(progress)
+            .unwrap_or_else(|e| panic!("the workload failed during the run: {e}"))
+    }
+
+    /// [`Simulation::run`], with a workload that stopped early on an error (a trace file that changed
+    /// after it was checked) returned as that error.
+    pub fn try_run(mut self, progress: &mut dyn FnMut(f64)) -> Result<RunOutput, String> {
         self.pull_arrival();
         while let Some((t, event)) = self.queue.pop() {
             debug_assert!(t >= self.now, "event queue went back in time");
@@ -141,7 +159,10 @@ impl Simulation {
             "requests lost: every arrival must complete, fail or be rejected"
         );
         progress(1.0);
-        self.into_output()
+        if let Some(e) = self.workload.take_error() {
+            return Err(e);
+        }
+        Ok(self.into_output())
     }
 
     fn pull_arrival(&mut self) {

@@ -89,6 +89,10 @@ pub struct Collector {
     pub last_finish: SimTime,
     /// Completed requests per worker.
     pub per_worker: Vec<u64>,
+    /// Conversations that started (requests that were turn 0 of a session), in any outcome.
+    pub sessions_started: u64,
+    /// Requests that belonged to a session, in any outcome.
+    pub session_requests: u64,
 }
 
 impl Collector {
@@ -114,6 +118,8 @@ impl Collector {
             preemptions: 0,
             last_finish: SimTime::ZERO,
             per_worker: vec![0; workers],
+            sessions_started: 0,
+            session_requests: 0,
         }
     }
 
@@ -129,6 +135,10 @@ impl Collector {
         self.recompute.merge(&r.recompute);
         self.preemptions += u64::from(r.preemptions);
         self.prefill_tokens += r.prefill_tokens;
+        if r.session.is_some() {
+            self.session_requests += 1;
+            self.sessions_started += u64::from(r.turn == Some(0));
+        }
         match r.outcome {
             Outcome::Failed => self.failed += 1,
             Outcome::Rejected => self.rejected += 1,

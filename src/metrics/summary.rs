@@ -25,6 +25,7 @@ pub struct Summary {
     pub prefix_cache: PrefixCache,
     pub recompute: RecomputeSummary,
     pub preemptions: u64,
+    pub sessions: SessionSummary,
     pub router: RouterSummary,
     pub workers: Vec<WorkerSummary>,
     pub sim: SimInfo,
@@ -37,6 +38,17 @@ pub struct RouterSummary {
     /// `oracle`, `events` or `approximate`; absent for policies that do not look at caches.
     pub view: Option<String>,
     pub accuracy: ViewAccuracy,
+}
+
+/// Conversations (multi-turn sessions).
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionSummary {
+    /// Sessions that started (their first turn arrived).
+    pub total: u64,
+    /// Requests that were a turn of some session.
+    pub turns: u64,
+    /// Sessions reset by a fault that lost their state. Always 0 for now: faults are not modelled yet.
+    pub reset: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -214,6 +226,11 @@ impl Summary {
                 },
             },
             preemptions: c.preemptions,
+            sessions: SessionSummary {
+                total: c.sessions_started,
+                turns: c.session_requests,
+                reset: 0,
+            },
             router,
             workers,
             sim: SimInfo {
@@ -310,6 +327,13 @@ impl Summary {
                 o,
                 "| router view `{view}`: expected hits missing / unexpected hits | {} / {} of {} decisions |",
                 a.expected_hit_missing, a.unexpected_hit, a.decisions
+            );
+        }
+        if self.sessions.total > 0 {
+            let _ = writeln!(
+                o,
+                "| sessions | {} ({} turns) |",
+                self.sessions.total, self.sessions.turns
             );
         }
         let _ = writeln!(

@@ -1,7 +1,7 @@
 //! Length distributions for prompts and outputs, and the arrival processes.
 
 use rand::Rng;
-use rand_distr::{Distribution, Exp, Gamma, LogNormal};
+use rand_distr::{Distribution, Exp, Gamma, Geometric, LogNormal};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{NonNegative, Positive, PositiveInt};
@@ -28,6 +28,20 @@ pub enum LengthDist {
         min: Option<PositiveInt>,
         max: Option<PositiveInt>,
     },
+    /// Geometric on `{1, 2, …}` with the given mean (≥ 1): the number of trials up to the first success
+    /// with success probability `1 / mean`, e.g. turns of a conversation that ends after each turn with
+    /// a fixed probability.
+    Geometric {
+        mean: Positive,
+        min: Option<PositiveInt>,
+        max: Option<PositiveInt>,
+    },
+    /// `values[i]` with probability `weights[i] / Σ weights` (equal weights when none are given).
+    Empirical {
+        values: Vec<u32>,
+        /// Running sums of the weights, normalised so that the last is 1.
+        cumulative: Vec<f64>,
+    },
 }
 
 /// Kinds of [`LengthDist`], as written in a scenario's `dist` key.
@@ -38,9 +52,12 @@ pub enum DistKind {
     Uniform,
     Lognormal,
     Exponential,
+    Geometric,
+    Empirical,
 }
 
-/// A length distribution as written in a scenario: `{ dist = "lognormal", median = 600, sigma = 0.8 }`.
+/// A length distribution as written in a scenario: `{ dist = "lognormal", median = 600, sigma = 0.8 }`,
+/// `{ dist = "geometric", mean = 4 }`, `{ dist = "empirical", values = [1, 2, 8], weights = [5, 3, 1] }`.
 ///
 /// Kept flat (rather than a tagged enum) so that the TOML parser can point at the exact value that is
 /// wrong; [`LengthSpec::build`] then checks that the keys present are the ones `dist` takes.
@@ -54,6 +71,26 @@ pub struct LengthSpec {
     pub median: Option<Positive>,
     pub sigma: Option<NonNegative>,
     pub mean: Option<Positive>,
+    pub values: Option<Vec<PositiveInt>>,
+    pub weights: Option<Vec<NonNegative>>,
+}
+
+/// Checks that every key present is one that `kind` takes: `Err((key, message))` names the first that is not.
+fn check_keys(
+    kind: &str,
+    present: &[(&'static str, bool)],
+    allowed: &[&str],
+) -> Result<(), (&'static str, String)> {
+    match present.iter().find(|(k, on)| *on && !allowed.contains(k)) {
+        Some((key, _)) => Err((
+            key,
+            format!(
+                "does not apply to dist = \"{kind}\" (it takes {})",
+                allowed.join(", ")
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 impl LengthSpec {
@@ -61,7 +98,8 @@ impl LengthSpec {
     pub fn build(&self) -> Result<LengthDist, (&'static str, String)> {
         let kind = self.dist.ok_or((
             "dist",
-            "missing: one of fixed, uniform, lognormal, exponential".to_string(),
+            "missing: one of fixed, uniform, lognormal, exponential, geometric, empirical"
+                .to_string(),
         ))?;
         fn need<T>(
             v: Option<T>,
@@ -70,30 +108,24 @@ impl LengthSpec {
         ) -> Result<T, (&'static str, String)> {
             v.ok_or((key, format!("required when dist = \"{}\"", kind_name(kind))))
         }
-        let present: [(&'static str, bool); 6] = [
+        let present: [(&'static str, bool); 8] = [
             ("tokens", self.tokens.is_some()),
             ("min", self.min.is_some()),
             ("max", self.max.is_some()),
             ("median", self.median.is_some()),
             ("sigma", self.sigma.is_some()),
             ("mean", self.mean.is_some()),
+            ("values", self.values.is_some()),
+            ("weights", self.weights.is_some()),
         ];
         let allowed: &[&str] = match kind {
             DistKind::Fixed => &["tokens"],
             DistKind::Uniform => &["min", "max"],
             DistKind::Lognormal => &["median", "sigma", "min", "max"],
-            DistKind::Exponential => &["mean", "min", "max"],
+            DistKind::Exponential | DistKind::Geometric => &["mean", "min", "max"],
+            DistKind::Empirical => &["values", "weights"],
         };
-        if let Some((key, _)) = present.iter().find(|(k, on)| *on && !allowed.contains(k)) {
-            return Err((
-                key,
-                format!(
-                    "does not apply to dist = \"{}\" (it takes {})",
-                    kind_name(kind),
-                    allowed.join(", ")
-                ),
-            ));
-        }
+        check_keys(kind_name(kind), &present, allowed)?;
         let d = match kind {
             DistKind::Fixed => LengthDist::Fixed {
                 tokens: need(self.tokens, "tokens", kind)?,
@@ -113,6 +145,31 @@ impl LengthSpec {
                 min: self.min,
                 max: self.max,
             },
+            DistKind::Geometric => {
+                let mean = need(self.mean, "mean", kind)?;
+                if mean.0 < 1.0 {
+                    return Err((
+                        "mean",
+                        format!(
+                            "must be at least 1 for dist = \"geometric\" (its values start at 1), got {}",
+                            mean.0
+                        ),
+                    ));
+                }
+                LengthDist::Geometric {
+                    mean,
+                    min: self.min,
+                    max: self.max,
+                }
+            }
+            DistKind::Empirical => {
+                let values = need(self.values.as_ref(), "values", kind)?;
+                let weights: Vec<f64> = match &self.weights {
+                    Some(w) => w.iter().map(|w| w.0).collect(),
+                    None => vec![1.0; values.len()],
+                };
+                LengthDist::empirical(values.iter().map(|v| v.0).collect(), &weights)?
+            }
         };
         d.validate().map_err(|m| ("max", m))?;
         Ok(d)
@@ -125,18 +182,52 @@ fn kind_name(k: DistKind) -> &'static str {
         DistKind::Uniform => "uniform",
         DistKind::Lognormal => "lognormal",
         DistKind::Exponential => "exponential",
+        DistKind::Geometric => "geometric",
+        DistKind::Empirical => "empirical",
     }
 }
 
 impl LengthDist {
+    /// An empirical distribution; `Err((key, message))` if `values` is empty or the weights do not fit it.
+    pub fn empirical(values: Vec<u32>, weights: &[f64]) -> Result<Self, (&'static str, String)> {
+        if values.is_empty() {
+            return Err(("values", "must list at least one value".into()));
+        }
+        if weights.len() != values.len() {
+            return Err((
+                "weights",
+                format!(
+                    "has {} entries but values has {}",
+                    weights.len(),
+                    values.len()
+                ),
+            ));
+        }
+        let total: f64 = weights.iter().sum();
+        if !(total > 0.0 && total.is_finite()) {
+            return Err(("weights", "must have a positive, finite sum".into()));
+        }
+        let mut run = 0.0;
+        let mut cumulative: Vec<f64> = weights
+            .iter()
+            .map(|w| {
+                run += w;
+                run / total
+            })
+            .collect();
+        // Guard the search below against rounding: the last running sum is exactly 1.
+        *cumulative.last_mut().expect("non-empty") = 1.0;
+        Ok(LengthDist::Empirical { values, cumulative })
+    }
+
     /// Checks parameter relations that a single field cannot express.
     pub fn validate(&self) -> Result<(), String> {
         let (lo, hi) = match self {
             LengthDist::Uniform { min, max } => (Some(*min), Some(*max)),
-            LengthDist::Lognormal { min, max, .. } | LengthDist::Exponential { min, max, .. } => {
-                (*min, *max)
-            }
-            LengthDist::Fixed { .. } => (None, None),
+            LengthDist::Lognormal { min, max, .. }
+            | LengthDist::Exponential { min, max, .. }
+            | LengthDist::Geometric { min, max, .. } => (*min, *max),
+            LengthDist::Fixed { .. } | LengthDist::Empirical { .. } => (None, None),
         };
         match (lo, hi) {
             (Some(lo), Some(hi)) if lo.0 > hi.0 => {
@@ -154,7 +245,19 @@ impl LengthDist {
             LengthDist::Lognormal { median, sigma, .. } => {
                 median.0 * (sigma.0 * sigma.0 / 2.0).exp()
             }
-            LengthDist::Exponential { mean, .. } => mean.0,
+            LengthDist::Exponential { mean, .. } | LengthDist::Geometric { mean, .. } => mean.0,
+            LengthDist::Empirical { values, cumulative } => {
+                let mut prev = 0.0;
+                values
+                    .iter()
+                    .zip(cumulative)
+                    .map(|(v, c)| {
+                        let p = c - prev;
+                        prev = *c;
+                        f64::from(*v) * p
+                    })
+                    .sum()
+            }
         }
     }
 
@@ -176,10 +279,182 @@ impl LengthDist {
                 let d = Exp::new(1.0 / mean.0).expect("validated exponential");
                 (d.sample(rng), *min, *max)
             }
+            LengthDist::Geometric { mean, min, max } => {
+                // rand_distr counts the failures before the first success (support 0, 1, …).
+                let d = Geometric::new(1.0 / mean.0).expect("validated geometric");
+                ((d.sample(rng) as f64) + 1.0, *min, *max)
+            }
+            LengthDist::Empirical { values, cumulative } => {
+                let u: f64 = rng.random();
+                let i = cumulative.partition_point(|&c| c <= u);
+                return values[i.min(values.len() - 1)];
+            }
         };
         let lo = lo.map_or(1.0, |v| f64::from(v.0));
         let hi = hi.map_or(f64::from(u32::MAX / 4), |v| f64::from(v.0));
         raw.round().clamp(lo, hi) as u32
+    }
+}
+
+/// A distribution of durations (think times), as written in a scenario:
+/// `{ dist = "lognormal", median = "20s", sigma = 1.0 }`, `{ dist = "exponential", mean = "8s" }`,
+/// `{ dist = "uniform", min = "2s", max = "30s" }`, `{ dist = "fixed", value = "10s" }`.
+/// Flat, for the same reason as [`LengthSpec`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DurationSpec {
+    pub dist: Option<DistKind>,
+    pub value: Option<SimDuration>,
+    pub min: Option<SimDuration>,
+    pub max: Option<SimDuration>,
+    pub median: Option<SimDuration>,
+    pub sigma: Option<NonNegative>,
+    pub mean: Option<SimDuration>,
+}
+
+/// A distribution of durations. Samples are clamped to `[min, max]` where given.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DurationDist {
+    Fixed(SimDuration),
+    Uniform {
+        min: SimDuration,
+        max: SimDuration,
+    },
+    Lognormal {
+        median: SimDuration,
+        sigma: f64,
+        min: Option<SimDuration>,
+        max: Option<SimDuration>,
+    },
+    Exponential {
+        mean: SimDuration,
+        min: Option<SimDuration>,
+        max: Option<SimDuration>,
+    },
+}
+
+impl DurationSpec {
+    /// The distribution, or `Err((key, message))` naming the key that is missing or does not apply.
+    pub fn build(&self) -> Result<DurationDist, (&'static str, String)> {
+        let kind = self.dist.ok_or((
+            "dist",
+            "missing: one of fixed, uniform, lognormal, exponential".to_string(),
+        ))?;
+        let need = |v: Option<SimDuration>, key: &'static str| {
+            v.ok_or((key, format!("required when dist = \"{}\"", kind_name(kind))))
+        };
+        let present: [(&'static str, bool); 6] = [
+            ("value", self.value.is_some()),
+            ("min", self.min.is_some()),
+            ("max", self.max.is_some()),
+            ("median", self.median.is_some()),
+            ("sigma", self.sigma.is_some()),
+            ("mean", self.mean.is_some()),
+        ];
+        let allowed: &[&str] = match kind {
+            DistKind::Fixed => &["value"],
+            DistKind::Uniform => &["min", "max"],
+            DistKind::Lognormal => &["median", "sigma", "min", "max"],
+            DistKind::Exponential => &["mean", "min", "max"],
+            DistKind::Geometric | DistKind::Empirical => {
+                return Err((
+                    "dist",
+                    format!(
+                        "\"{}\" is for counts; durations take fixed, uniform, lognormal or exponential",
+                        kind_name(kind)
+                    ),
+                ));
+            }
+        };
+        check_keys(kind_name(kind), &present, allowed)?;
+        let d = match kind {
+            DistKind::Fixed => DurationDist::Fixed(need(self.value, "value")?),
+            DistKind::Uniform => DurationDist::Uniform {
+                min: need(self.min, "min")?,
+                max: need(self.max, "max")?,
+            },
+            DistKind::Lognormal => {
+                let median = need(self.median, "median")?;
+                if median == SimDuration::ZERO {
+                    return Err(("median", "must be greater than 0".into()));
+                }
+                DurationDist::Lognormal {
+                    median,
+                    sigma: self
+                        .sigma
+                        .ok_or(("sigma", "required when dist = \"lognormal\"".to_string()))?
+                        .0,
+                    min: self.min,
+                    max: self.max,
+                }
+            }
+            DistKind::Exponential => {
+                let mean = need(self.mean, "mean")?;
+                if mean == SimDuration::ZERO {
+                    return Err(("mean", "must be greater than 0".into()));
+                }
+                DurationDist::Exponential {
+                    mean,
+                    min: self.min,
+                    max: self.max,
+                }
+            }
+            DistKind::Geometric | DistKind::Empirical => unreachable!("rejected above"),
+        };
+        let (lo, hi) = match &d {
+            DurationDist::Fixed(_) => (None, None),
+            DurationDist::Uniform { min, max } => (Some(*min), Some(*max)),
+            DurationDist::Lognormal { min, max, .. }
+            | DurationDist::Exponential { min, max, .. } => (*min, *max),
+        };
+        if let (Some(lo), Some(hi)) = (lo, hi)
+            && lo > hi
+        {
+            return Err(("max", format!("min ({lo}) is greater than max ({hi})")));
+        }
+        Ok(d)
+    }
+}
+
+impl DurationDist {
+    /// The mean before clamping, in seconds (for arithmetic and tests).
+    pub fn mean_secs(&self) -> f64 {
+        match self {
+            DurationDist::Fixed(d) => d.as_secs_f64(),
+            DurationDist::Uniform { min, max } => (min.as_secs_f64() + max.as_secs_f64()) / 2.0,
+            DurationDist::Lognormal { median, sigma, .. } => {
+                median.as_secs_f64() * (sigma * sigma / 2.0).exp()
+            }
+            DurationDist::Exponential { mean, .. } => mean.as_secs_f64(),
+        }
+    }
+
+    /// One draw.
+    pub fn sample(&self, rng: &mut SimRng) -> SimDuration {
+        let (raw, lo, hi) = match self {
+            DurationDist::Fixed(d) => return *d,
+            DurationDist::Uniform { min, max } => {
+                return SimDuration(rng.random_range(min.0..=max.0));
+            }
+            DurationDist::Lognormal {
+                median,
+                sigma,
+                min,
+                max,
+            } => {
+                let d =
+                    LogNormal::new(median.as_secs_f64().ln(), *sigma).expect("validated lognormal");
+                (d.sample(rng), *min, *max)
+            }
+            DurationDist::Exponential { mean, min, max } => {
+                let d = Exp::new(1.0 / mean.as_secs_f64()).expect("validated exponential");
+                (d.sample(rng), *min, *max)
+            }
+        };
+        // A year bounds any think time and keeps the nanosecond count far from overflow.
+        let d = SimDuration::from_secs_f64(raw.min(365.0 * 86_400.0));
+        let d = lo.map_or(d, |lo| d.max(lo));
+        hi.map_or(d, |hi| d.min(hi))
     }
 }
 
@@ -245,6 +520,87 @@ mod tests {
             max: PositiveInt(20),
         };
         assert!((mean_of(&un, 100_000) - 15.0).abs() < 0.05);
+    }
+
+    #[test]
+    fn geometric_and_empirical_draws() {
+        let g = LengthDist::Geometric {
+            mean: Positive(4.0),
+            min: None,
+            max: Some(PositiveInt(1000)),
+        };
+        // Mean 4, sd √12 ≈ 3.46: the mean of 100k draws is within 0.05.
+        assert!((mean_of(&g, 100_000) - 4.0).abs() < 0.05);
+        let one = LengthDist::Geometric {
+            mean: Positive(1.0),
+            min: None,
+            max: None,
+        };
+        assert_eq!(mean_of(&one, 1000), 1.0);
+
+        let e = LengthDist::empirical(vec![10, 20, 30], &[1.0, 0.0, 3.0]).unwrap();
+        assert_eq!(e.mean(), 25.0);
+        let mut rng = from_u64(2);
+        let mut counts = [0u32; 3];
+        for _ in 0..40_000 {
+            match e.sample(&mut rng) {
+                10 => counts[0] += 1,
+                20 => counts[1] += 1,
+                30 => counts[2] += 1,
+                v => panic!("drew {v}"),
+            }
+        }
+        assert_eq!(counts[1], 0, "a zero weight is never drawn");
+        // 10,000 expected (sd 87).
+        assert!((9_650..10_350).contains(&counts[0]), "{counts:?}");
+    }
+
+    #[test]
+    fn specs_name_the_key_that_is_wrong() {
+        let spec = |text: &str| toml::from_str::<LengthSpec>(text).unwrap().build();
+        assert_eq!(
+            spec("dist = \"geometric\"\nmean = 0.5").unwrap_err().0,
+            "mean"
+        );
+        assert_eq!(
+            spec("dist = \"empirical\"\nvalues = [1, 2]\nweights = [1]")
+                .unwrap_err()
+                .0,
+            "weights"
+        );
+        assert_eq!(spec("dist = \"empirical\"").unwrap_err().0, "values");
+        assert_eq!(
+            spec("dist = \"fixed\"\ntokens = 3\nvalues = [1]")
+                .unwrap_err()
+                .0,
+            "values"
+        );
+        assert_eq!(
+            spec("dist = \"empirical\"\nvalues = [5]").unwrap(),
+            LengthDist::Empirical {
+                values: vec![5],
+                cumulative: vec![1.0]
+            }
+        );
+        let dur = |text: &str| toml::from_str::<DurationSpec>(text).unwrap().build();
+        assert_eq!(
+            dur("dist = \"lognormal\"\nmedian = \"20s\"").unwrap_err().0,
+            "sigma"
+        );
+        assert_eq!(
+            dur("dist = \"geometric\"\nmean = \"2s\"").unwrap_err().0,
+            "dist"
+        );
+        assert_eq!(
+            dur("dist = \"uniform\"\nmin = \"5s\"\nmax = \"1s\"")
+                .unwrap_err()
+                .0,
+            "max"
+        );
+        let d = dur("dist = \"exponential\"\nmean = \"8s\"\nmax = \"10s\"").unwrap();
+        let mut rng = from_u64(3);
+        assert!((0..1000).all(|_| d.sample(&mut rng) <= SimDuration::from_secs(10)));
+        assert_eq!(d.mean_secs(), 8.0);
     }
 
     #[test]

@@ -4,16 +4,25 @@
 //! previous one has arrived, so a workload is never held in memory whole. Closed-loop workloads (a
 //! conversation's next turn, a benchmark client's next request) learn of finished requests through
 //! [`Workload::on_finished`] and answer with follow-ups.
+//!
+//! - [`synthetic`]: open-loop Poisson or gamma requests with shared-prefix groups.
+//! - [`sessions`]: multi-turn conversations, closed or open loop, with shared system prompts.
+//! - [`trace`]: trace readers (Mooncake, Azure, BurstGPT, Vidur, fleetsim's own) and replay.
+//! - [`spec`]: the scenario's `[workload]` table and the factory that builds one of the above.
 
 pub mod dist;
+pub mod rate_curve;
+pub mod sessions;
 pub mod spec;
 pub mod synthetic;
+pub mod trace;
 
 use crate::metrics::record::RequestRecord;
 use crate::request::Request;
 use crate::time::SimTime;
 
-pub use spec::{WorkloadKind, WorkloadSpec};
+pub use sessions::{SessionConfig, SessionMode, Sessions};
+pub use spec::{BuiltWorkload, WorkloadKind, WorkloadSpec};
 pub use synthetic::{OpenLoop, OpenLoopConfig, SharedPrefix};
 
 /// A source of requests.
@@ -24,6 +33,12 @@ pub trait Workload: Send {
     /// Told when a request has finished (in any outcome) at `now`; a closed-loop workload returns the
     /// follow-up request it causes, with an arrival time at or after `now`.
     fn on_finished(&mut self, _record: &RequestRecord, _now: SimTime) -> Option<Request> {
+        None
+    }
+
+    /// Why the workload stopped early, if it did: a trace that could not be read to the end (the engine
+    /// reports it after the run). Returns it once.
+    fn take_error(&mut self) -> Option<String> {
         None
     }
 }

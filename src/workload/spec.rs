@@ -1,12 +1,23 @@
 //! The `[workload]` table of a scenario, and the factory that turns it into a [`Workload`].
+//!
+//! The table is flat: one struct with every key of every kind, and [`WorkloadSpec::validate`] checks that
+//! the keys present are the ones the kind takes. A serde-tagged enum would be tidier, but the TOML parser
+//! could then only point at the table, not at the value that is wrong.
+
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::dist::LengthSpec;
+use super::dist::{DurationSpec, LengthSpec};
+use super::rate_curve::{RateCurve, RateCurveSpec};
+use super::sessions::{SegmentPool, SessionConfig, SessionMode, SessionRows, Sessions};
+use super::trace::{
+    self, Replay, RowStream, Timing, TraceError, TraceFormat, TraceOptions, TraceRow,
+};
 use super::{OpenLoop, OpenLoopConfig, SharedPrefix, Workload};
-use crate::config::Positive;
+use crate::config::{Positive, PositiveInt};
 use crate::rng;
-use crate::time::SimTime;
+use crate::time::{SimDuration, SimTime};
 
 /// Kinds of workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -16,89 +27,514 @@ pub enum WorkloadKind {
     Poisson,
     /// Open loop, gamma-distributed gaps at `rate` with coefficient of variation `cv`.
     Gamma,
+    /// Multi-turn conversations ([`super::sessions`]).
+    Sessions,
+    /// A trace file replayed ([`super::trace`]).
+    Trace,
 }
 
-/// The `[workload]` table. Flat, with the keys each kind takes checked by [`Scenario::validate`], so that
-/// the parser can point at the exact value that is wrong.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorkloadSpec {
-    pub kind: WorkloadKind,
-    /// Mean arrivals per second, fleet-wide.
-    #[serde(default)]
-    pub rate: Option<Positive>,
-    /// Coefficient of variation of the gaps (`gamma` only).
-    #[serde(default)]
-    pub cv: Option<Positive>,
-    /// Tokens of each request's own prompt text (after any shared prefix).
-    #[serde(default)]
-    pub prompt: Option<LengthSpec>,
-    /// Output tokens of each request.
-    #[serde(default)]
-    pub output: Option<LengthSpec>,
-    /// Groups of requests that share a prefix.
-    #[serde(default)]
-    pub shared_prefix: Option<SharedPrefix>,
-}
-
-impl WorkloadSpec {
-    /// The generator settings, or `Err((field path, message))`.
-    pub fn open_loop(&self) -> Result<OpenLoopConfig, (String, String)> {
-        let missing = |k: &str| {
-            (
-                format!("workload.{k}"),
-                format!("required for kind = \"{}\"", self.kind_name()),
-            )
-        };
-        let rate = self.rate.ok_or_else(|| missing("rate"))?;
-        let cv = match (self.kind, self.cv) {
-            (WorkloadKind::Gamma, None) => return Err(missing("cv")),
-            (WorkloadKind::Poisson, Some(_)) => {
-                return Err((
-                    "workload.cv".into(),
-                    "applies only to kind = \"gamma\" (a Poisson process has cv = 1)".into(),
-                ));
-            }
-            (_, cv) => cv,
-        };
-        let length = |spec: &Option<LengthSpec>, key: &str| {
-            spec.as_ref()
-                .ok_or_else(|| missing(key))?
-                .build()
-                .map_err(|(k, m)| (format!("workload.{key}.{k}"), m))
-        };
-        Ok(OpenLoopConfig {
-            rate,
-            cv,
-            prompt: length(&self.prompt, "prompt")?,
-            output: length(&self.output, "output")?,
-            shared_prefix: self.shared_prefix.clone(),
-        })
-    }
-
-    fn kind_name(&self) -> &'static str {
-        match self.kind {
+impl WorkloadKind {
+    fn as_str(self) -> &'static str {
+        match self {
             WorkloadKind::Poisson => "poisson",
             WorkloadKind::Gamma => "gamma",
+            WorkloadKind::Sessions => "sessions",
+            WorkloadKind::Trace => "trace",
+        }
+    }
+
+    /// The keys this kind takes, besides `kind`.
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            WorkloadKind::Poisson => &["rate", "prompt", "output", "shared_prefix"],
+            WorkloadKind::Gamma => &["rate", "cv", "prompt", "output", "shared_prefix"],
+            WorkloadKind::Sessions => &[
+                "session_rate",
+                "cv",
+                "rate_curve",
+                "turns",
+                "first_prompt",
+                "prompt",
+                "output",
+                "think_time",
+                "system_prompts",
+                "tools",
+                "documents",
+                "mode",
+                "max_context",
+            ],
+            WorkloadKind::Trace => &[
+                "path",
+                "format",
+                "jitter",
+                "reconstruct_sessions",
+                "hash_block_size",
+                "speedup",
+                "start",
+                "skip_bad_lines",
+            ],
         }
     }
 }
 
+/// The `[workload]` table. Flat, with the keys each kind takes checked by [`WorkloadSpec::validate`], so
+/// that the parser can point at the exact value that is wrong.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    pub kind: WorkloadKind,
+    /// Mean arrivals per second, fleet-wide (`poisson`, `gamma`).
+    #[serde(default)]
+    pub rate: Option<Positive>,
+    /// Coefficient of variation of the gaps (`gamma`; `sessions`, where it makes session starts a gamma
+    /// process).
+    #[serde(default)]
+    pub cv: Option<Positive>,
+    /// Tokens of each request's own prompt text after any shared prefix (`poisson`, `gamma`); of each
+    /// user message after the first (`sessions`).
+    #[serde(default)]
+    pub prompt: Option<LengthSpec>,
+    /// Output tokens of each request or answer.
+    #[serde(default)]
+    pub output: Option<LengthSpec>,
+    /// Groups of requests that share a prefix (`poisson`, `gamma`).
+    #[serde(default)]
+    pub shared_prefix: Option<SharedPrefix>,
+
+    /// New conversations per second (`sessions`).
+    #[serde(default)]
+    pub session_rate: Option<Positive>,
+    /// Shape of the session rate over time (`sessions`).
+    #[serde(default)]
+    pub rate_curve: Option<RateCurveSpec>,
+    /// Turns per session (`sessions`).
+    #[serde(default)]
+    pub turns: Option<LengthSpec>,
+    /// Tokens of the first user message (`sessions`; default: `prompt`).
+    #[serde(default)]
+    pub first_prompt: Option<LengthSpec>,
+    /// Think time before each later turn (`sessions`).
+    #[serde(default)]
+    pub think_time: Option<DurationSpec>,
+    /// Shared system prompts (`sessions`).
+    #[serde(default)]
+    pub system_prompts: Option<SegmentPool>,
+    /// Shared tool schemas, after the system prompt (`sessions`).
+    #[serde(default)]
+    pub tools: Option<SegmentPool>,
+    /// Shared retrieved documents, after the tool schema (`sessions`).
+    #[serde(default)]
+    pub documents: Option<SegmentPool>,
+    /// `closed` (default) or `open` loop (`sessions`).
+    #[serde(default)]
+    pub mode: Option<SessionMode>,
+    /// Largest prompt + answer of a turn; a session ends before a turn that would exceed it (`sessions`).
+    #[serde(default)]
+    pub max_context: Option<PositiveInt>,
+
+    /// Trace file, relative to the scenario file (`trace`).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Trace format; recognised from the file when absent (`trace`).
+    #[serde(default)]
+    pub format: Option<TraceFormat>,
+    /// Spread requests sharing a timestamp over up to this long (`trace`).
+    #[serde(default)]
+    pub jitter: Option<SimDuration>,
+    /// Rebuild sessions from Mooncake hash chains (`trace`).
+    #[serde(default)]
+    pub reconstruct_sessions: Option<bool>,
+    /// Tokens per Mooncake hash block (`trace`; default 512).
+    #[serde(default)]
+    pub hash_block_size: Option<PositiveInt>,
+    /// Replay this many times faster (`trace`).
+    #[serde(default)]
+    pub speedup: Option<Positive>,
+    /// Skip this much of the trace's beginning (`trace`).
+    #[serde(default)]
+    pub start: Option<SimDuration>,
+    /// Skip malformed lines, counted, instead of failing (`trace`).
+    #[serde(default)]
+    pub skip_bad_lines: Option<bool>,
+
+    /// Directory that relative paths are relative to: the scenario file's (set when it is loaded).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+/// A workload ready to run, and what building it had to say (skipped trace lines).
+pub struct BuiltWorkload {
+    pub workload: Box<dyn Workload>,
+    pub notes: Vec<String>,
+}
+
+type Field = (String, String);
+
+fn at(key: &str, message: impl Into<String>) -> Field {
+    (format!("workload.{key}"), message.into())
+}
+
 impl WorkloadSpec {
-    /// Checks that the keys present are the ones this kind takes. `Err((field path, message))`.
-    pub fn validate(&self) -> Result<(), (String, String)> {
-        self.open_loop().map(|_| ())
+    /// Which keys are present, by name.
+    fn present(&self) -> [(&'static str, bool); 23] {
+        [
+            ("rate", self.rate.is_some()),
+            ("cv", self.cv.is_some()),
+            ("prompt", self.prompt.is_some()),
+            ("output", self.output.is_some()),
+            ("shared_prefix", self.shared_prefix.is_some()),
+            ("session_rate", self.session_rate.is_some()),
+            ("rate_curve", self.rate_curve.is_some()),
+            ("turns", self.turns.is_some()),
+            ("first_prompt", self.first_prompt.is_some()),
+            ("think_time", self.think_time.is_some()),
+            ("system_prompts", self.system_prompts.is_some()),
+            ("tools", self.tools.is_some()),
+            ("documents", self.documents.is_some()),
+            ("mode", self.mode.is_some()),
+            ("max_context", self.max_context.is_some()),
+            ("path", self.path.is_some()),
+            ("format", self.format.is_some()),
+            ("jitter", self.jitter.is_some()),
+            ("reconstruct_sessions", self.reconstruct_sessions.is_some()),
+            ("hash_block_size", self.hash_block_size.is_some()),
+            ("speedup", self.speedup.is_some()),
+            ("start", self.start.is_some()),
+            ("skip_bad_lines", self.skip_bad_lines.is_some()),
+        ]
+    }
+
+    fn check_keys(&self) -> Result<(), Field> {
+        let allowed = self.kind.keys();
+        for (key, on) in self.present() {
+            if on && !allowed.contains(&key) {
+                let message = if key == "cv" && self.kind == WorkloadKind::Poisson {
+                    "applies only to kind = \"gamma\" (a Poisson process has cv = 1)".to_string()
+                } else {
+                    format!(
+                        "does not apply to kind = \"{}\" (it takes {})",
+                        self.kind.as_str(),
+                        allowed.join(", ")
+                    )
+                };
+                return Err(at(key, message));
+            }
+        }
+        Ok(())
+    }
+
+    fn missing(&self, key: &str) -> Field {
+        at(
+            key,
+            format!("required for kind = \"{}\"", self.kind.as_str()),
+        )
+    }
+
+    fn length(
+        &self,
+        spec: &Option<LengthSpec>,
+        key: &str,
+    ) -> Result<super::dist::LengthDist, Field> {
+        spec.as_ref()
+            .ok_or_else(|| self.missing(key))?
+            .build()
+            .map_err(|(k, m)| at(&format!("{key}.{k}"), m))
+    }
+
+    /// The open-loop generator settings, or `Err((field path, message))`.
+    pub fn open_loop(&self) -> Result<OpenLoopConfig, Field> {
+        let rate = self.rate.ok_or_else(|| self.missing("rate"))?;
+        let cv = match (self.kind, self.cv) {
+            (WorkloadKind::Gamma, None) => return Err(self.missing("cv")),
+            (_, cv) => cv,
+        };
+        Ok(OpenLoopConfig {
+            rate,
+            cv,
+            prompt: self.length(&self.prompt, "prompt")?,
+            output: self.length(&self.output, "output")?,
+            shared_prefix: self.shared_prefix.clone(),
+        })
+    }
+
+    /// A path named in the scenario, resolved against the scenario file's directory.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        self.base_dir.join(path)
+    }
+
+    /// The session generator settings (loading the rate curve), or `Err((field path, message))`.
+    pub fn sessions(&self) -> Result<SessionConfig, Field> {
+        let rate = self
+            .session_rate
+            .ok_or_else(|| self.missing("session_rate"))?;
+        let prompt = self.length(&self.prompt, "prompt")?;
+        let first_prompt = match &self.first_prompt {
+            Some(_) => self.length(&self.first_prompt, "first_prompt")?,
+            None => prompt.clone(),
+        };
+        let think = self
+            .think_time
+            .as_ref()
+            .ok_or_else(|| self.missing("think_time"))?
+            .build()
+            .map_err(|(k, m)| at(&format!("think_time.{k}"), m))?;
+        let curve = match &self.rate_curve {
+            None => None,
+            Some(c) => Some(
+                RateCurve::load(&self.resolve(&c.path), c.speedup.0, c.start)
+                    .map_err(|e| at("rate_curve.path", e.to_string()))?,
+            ),
+        };
+        Ok(SessionConfig {
+            rate: rate.0,
+            cv: self.cv.map(|c| c.0),
+            curve,
+            turns: self.length(&self.turns, "turns")?,
+            first_prompt,
+            prompt,
+            output: self.length(&self.output, "output")?,
+            think,
+            system_prompts: self.system_prompts.clone(),
+            tools: self.tools.clone(),
+            documents: self.documents.clone(),
+            mode: self.mode.unwrap_or_default(),
+            max_context: self.max_context.map(|m| m.0),
+        })
+    }
+
+    /// The trace file and how to read it (the file is opened to recognise its format), or
+    /// `Err((field path, message))`.
+    pub fn trace(&self, seed: u64) -> Result<(PathBuf, TraceOptions), Field> {
+        let path = self.resolve(self.path.as_deref().ok_or_else(|| self.missing("path"))?);
+        let format = match self.format {
+            Some(f) => f,
+            None => TraceFormat::detect(&path).map_err(|e| at("path", e.to_string()))?,
+        };
+        if self.reconstruct_sessions == Some(true) && format != TraceFormat::Mooncake {
+            return Err(at(
+                "reconstruct_sessions",
+                format!("applies to Mooncake traces, and this one is {format}"),
+            ));
+        }
+        if self.hash_block_size.is_some() && format != TraceFormat::Mooncake {
+            return Err(at(
+                "hash_block_size",
+                format!("applies to Mooncake traces, and this one is {format}"),
+            ));
+        }
+        if let Err(e) = std::fs::File::open(&path) {
+            return Err(at("path", format!("cannot read {}: {e}", path.display())));
+        }
+        Ok((
+            path,
+            TraceOptions {
+                format: Some(format),
+                skip_bad_lines: self.skip_bad_lines.unwrap_or(false),
+                jitter: self.jitter,
+                reconstruct_sessions: self.reconstruct_sessions.unwrap_or(false),
+                hash_block_size: self
+                    .hash_block_size
+                    .map_or(trace::mooncake::BLOCK_TOKENS, |b| b.0),
+                speedup: self.speedup.map_or(1.0, |s| s.0),
+                start: self.start.unwrap_or(SimDuration::ZERO),
+                seed,
+            },
+        ))
+    }
+
+    /// Checks that the keys present are the ones this kind takes and that they make sense together
+    /// (named files exist, a rate curve parses). `Err((field path, message))`. A trace is read in full
+    /// only when the workload is built.
+    pub fn validate(&self) -> Result<(), Field> {
+        self.check_keys()?;
+        match self.kind {
+            WorkloadKind::Poisson | WorkloadKind::Gamma => self.open_loop().map(|_| ()),
+            WorkloadKind::Sessions => self.sessions().map(|_| ()),
+            WorkloadKind::Trace => self.trace(0).map(|_| ()),
+        }
     }
 
     /// Builds the workload (the spec has been validated): its random stream is `workload` under `seed`;
-    /// open-loop arrivals stop at `end` or after `max_requests`.
-    pub fn build(&self, seed: u64, end: SimTime, max_requests: Option<u64>) -> Box<dyn Workload> {
-        let cfg = self.open_loop().expect("validated workload");
-        Box::new(OpenLoop::new(
-            &cfg,
-            rng::stream(seed, "workload"),
-            end,
-            max_requests,
-        ))
+    /// arrivals stop at `end` or after `max_requests`. A trace is read through once first, so that a bad
+    /// line is reported before the run, not in the middle of it.
+    pub fn build(
+        &self,
+        seed: u64,
+        end: SimTime,
+        max_requests: Option<u64>,
+    ) -> Result<BuiltWorkload, String> {
+        let field = |(path, message): Field| format!("{path}: {message}");
+        let stream = || rng::stream(seed, "workload");
+        let (workload, notes): (Box<dyn Workload>, Vec<String>) = match self.kind {
+            WorkloadKind::Poisson | WorkloadKind::Gamma => {
+                let cfg = self.open_loop().map_err(field)?;
+                (
+                    Box::new(OpenLoop::new(&cfg, stream(), end, max_requests)),
+                    Vec::new(),
+                )
+            }
+            WorkloadKind::Sessions => {
+                let cfg = self.sessions().map_err(field)?;
+                (
+                    Box::new(Sessions::new(cfg, stream(), end, max_requests)),
+                    Vec::new(),
+                )
+            }
+            WorkloadKind::Trace => {
+                let (path, options) = self.trace(seed).map_err(field)?;
+                let (_, notes) = trace::check(&path, &options).map_err(|e| e.to_string())?;
+                let rows = RowStream::open(&path, &options).map_err(|e| e.to_string())?;
+                (Box::new(Replay::new(rows, end, max_requests)), notes)
+            }
+        };
+        Ok(BuiltWorkload { workload, notes })
+    }
+
+    /// The rows this workload would produce, for `fleetsim trace gen`: open-loop requests as arrivals,
+    /// closed-loop sessions as turns with think times (nothing is simulated, so a closed-loop turn's
+    /// arrival is not known), a trace's own rows. Open-loop arrivals stop at `end` and the rows at
+    /// `max_requests`, as in [`WorkloadSpec::build`]; a closed-loop session is written whole, and a
+    /// replay cuts it at the end of its window just as the live generator does.
+    pub fn rows(
+        &self,
+        seed: u64,
+        end: SimTime,
+        max_requests: Option<u64>,
+    ) -> Result<Box<dyn Iterator<Item = Result<TraceRow, TraceError>> + Send>, String> {
+        let field = |(path, message): Field| format!("{path}: {message}");
+        let stream = || rng::stream(seed, "workload");
+        Ok(match self.kind {
+            WorkloadKind::Poisson | WorkloadKind::Gamma => {
+                let cfg = self.open_loop().map_err(field)?;
+                let mut w = OpenLoop::new(&cfg, stream(), end, max_requests);
+                Box::new(std::iter::from_fn(move || {
+                    w.next_arrival().map(|r| Ok(TraceRow::from_request(&r)))
+                }))
+            }
+            WorkloadKind::Sessions => {
+                let cfg = self.sessions().map_err(field)?;
+                Box::new(SessionRows::new(cfg, stream(), end, max_requests).map(Ok))
+            }
+            WorkloadKind::Trace => {
+                let (path, options) = self.trace(seed).map_err(field)?;
+                let rows = RowStream::open(&path, &options).map_err(|e| e.to_string())?;
+                let mut left = max_requests.unwrap_or(u64::MAX);
+                Box::new(
+                    rows.take_while(move |r| {
+                        !matches!(r, Ok(TraceRow { timing: Timing::At(t), .. }) if *t >= end)
+                    })
+                    .take_while(move |_| {
+                        let more = left > 0;
+                        left = left.saturating_sub(1);
+                        more
+                    }),
+                )
+            }
+        })
+    }
+
+    /// The directory relative paths resolve against.
+    pub fn base_dir(&self) -> &Path {
+        &self.base_dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::Scenario;
+
+    const SESSIONS: &str = r#"
+name = "s"
+duration = "60s"
+
+[[workers]]
+count = 1
+gpu = "h100"
+model = "llama-3.1-8b"
+
+[workload]
+kind = "sessions"
+session_rate = 1.0
+turns = { dist = "geometric", mean = 3 }
+prompt = { dist = "fixed", tokens = 100 }
+output = { dist = "fixed", tokens = 10 }
+think_time = { dist = "fixed", value = "5s" }
+"#;
+
+    fn err(text: &str) -> String {
+        Scenario::parse(text, "s.toml", &[])
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn session_keys_are_checked_against_the_kind() {
+        Scenario::parse(SESSIONS, "s.toml", &[]).unwrap();
+        let e = err(&SESSIONS.replace("session_rate = 1.0", "rate = 1.0"));
+        assert!(
+            e.contains("workload.rate: does not apply to kind = \"sessions\""),
+            "{e}"
+        );
+        assert!(e.starts_with("s.toml:12:"), "{e}");
+        let e = err(&SESSIONS.replace("session_rate = 1.0\n", ""));
+        assert!(e.contains("workload.session_rate: required"), "{e}");
+        let e = err(&SESSIONS.replace(
+            "think_time = { dist = \"fixed\", value = \"5s\" }",
+            "think_time = { dist = \"fixed\", tokens = 5 }",
+        ));
+        assert!(e.contains("unknown field `tokens`"), "{e}");
+        let e = err(&SESSIONS.replace("mean = 3", "mean = 0.5"));
+        assert!(
+            e.starts_with("s.toml:13") && e.contains("workload.turns.mean"),
+            "{e}"
+        );
+        let e = err(&SESSIONS.replace("kind = \"sessions\"", "kind = \"trace\""));
+        assert!(e.contains("does not apply to kind = \"trace\""), "{e}");
+        let e = err(&format!(
+            "{SESSIONS}rate_curve = {{ path = \"no/such/curve.csv\" }}\n"
+        ));
+        assert!(
+            e.contains("workload.rate_curve.path") && e.contains("curve.csv"),
+            "{e}"
+        );
+        let e = err(&format!("{SESSIONS}mode = \"sideways\"\n"));
+        assert!(e.contains("unknown variant `sideways`"), "{e}");
+    }
+
+    #[test]
+    fn trace_keys_are_checked_and_paths_resolve_against_the_scenario() {
+        let trace = |extra: &str| {
+            format!(
+                "name = \"t\"\nduration = \"1h\"\n[[workers]]\ncount = 1\ngpu = \"h100\"\nmodel = \"llama-3.1-8b\"\n[workload]\nkind = \"trace\"\n{extra}"
+            )
+        };
+        let e = err(&trace(""));
+        assert!(e.contains("workload.path: required"), "{e}");
+        let e = err(&trace("path = \"missing.jsonl\"\n"));
+        assert!(
+            e.contains("workload.path") && e.contains("missing.jsonl"),
+            "{e}"
+        );
+        // The scenario's directory is where relative paths start.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let file = dir.join("virtual.toml").display().to_string();
+        let ok = Scenario::parse(
+            &trace("path = \"../traces/mooncake/synthetic_trace.jsonl\"\n"),
+            &file,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(ok.workload.base_dir(), dir.as_path());
+        let e = Scenario::parse(
+            &trace("path = \"../traces/azure-llm-2023/AzureLLMInferenceTrace_code.csv\"\nreconstruct_sessions = true\n"),
+            &file,
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("reconstruct_sessions: applies to Mooncake traces, and this one is azure"),
+            "{e}"
+        );
     }
 }

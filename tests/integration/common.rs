@@ -11,6 +11,37 @@ pub fn scenario_path(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
+/// Path of a shipped trace.
+pub fn trace_path(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("traces")
+        .join(name)
+}
+
+/// A scratch directory, removed when dropped.
+pub struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    /// A fresh directory named after `tag` and the process.
+    pub fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("fleetsim-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    /// A path inside the directory.
+    pub fn path(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Parses scenario text with overrides; panics with the error (a test bug) if it is invalid.
 pub fn scenario(text: &str, overrides: &[&str]) -> Scenario {
     let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();

@@ -30,3 +30,21 @@ fn changing_the_router_does_not_change_the_arrivals() {
     assert_eq!(a.requests.arrived, b.requests.arrived);
     assert_eq!(a.prefix_cache.prompt_tokens, b.prefix_cache.prompt_tokens);
 }
+
+#[test]
+fn sessions_and_jittered_traces_are_deterministic() {
+    let path = scenario_path("chat-sessions.toml");
+    let short = ["duration=\"30s\"".to_string()];
+    let a = run(&Scenario::load(&path, &short).unwrap()).0.to_json();
+    let b = run(&Scenario::load(&path, &short).unwrap()).0.to_json();
+    assert_eq!(a, b, "two runs of a session scenario differ");
+
+    // The Mooncake replay's jitter draws from the scenario's seed.
+    let path = scenario_path("mooncake-conversation.toml");
+    let short = |seed: &str| vec!["duration=\"2m\"".to_string(), format!("seed={seed}")];
+    let a = run(&Scenario::load(&path, &short("1")).unwrap()).0;
+    let b = run(&Scenario::load(&path, &short("1")).unwrap()).0;
+    let c = run(&Scenario::load(&path, &short("2")).unwrap()).0;
+    assert_eq!(a.to_json(), b.to_json());
+    assert_ne!(a.ttft_ms.mean, c.ttft_ms.mean, "another seed, other jitter");
+}

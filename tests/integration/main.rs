@@ -8,3 +8,5 @@ mod invariants;
 mod prefix_cache;
 mod queueing;
 mod routing;
+mod sessions;
+mod traces;
