@@ -234,13 +234,13 @@ impl Simulation {
         }
     }
 
-    /// The longest cached prefix of `hashes` on any live worker other than `w`, if longer than `w`'s own:
-    /// what a cache-aware router could have reused. Costs one lookup per worker unless another worker
-    /// really has a longer prefix, never a scan of the fleet's caches.
+    /// The longest cached prefix of `hashes` on any live worker other than `w`, if longer than `w`'s own
+    /// (else 0): what a cache-aware router could have reused. Costs one lookup per worker unless another
+    /// worker really has a longer prefix, never a scan of the fleet's caches.
     fn best_prefix_elsewhere(&self, w: usize, hashes: &[u64]) -> usize {
         let local = self.workers[w].pool.cached_prefix(hashes);
         let Some(&next) = hashes.get(local) else {
-            return local;
+            return 0; // `w` holds the whole prompt: nobody holds more
         };
         self.workers
             .iter()

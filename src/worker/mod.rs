@@ -377,11 +377,13 @@ impl Worker {
         }
         // Prompt blocks past the hit (and past anything this request computed itself) that the fleet had.
         let prompt_blocks = (seq.request.prompt_tokens / bs) as usize;
+        // Another worker could have served at most the blocks before the last token, like this one.
+        let usable = (seq.num_tokens() - 1) / bs;
         let first = hit.max(seq.high_water.div_ceil(bs) as usize);
         for b in first..prompt_blocks.min(seq.hashes.len()) {
             let cause = if self.pool.recently_evicted(seq.hashes[b]) {
                 RecomputeCause::Evicted
-            } else if (b as u32) < seq.elsewhere_blocks {
+            } else if (b as u32) < seq.elsewhere_blocks.min(usable) {
                 RecomputeCause::Misrouted
             } else {
                 break; // new content: everything after it in the chain is new too

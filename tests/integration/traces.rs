@@ -362,6 +362,10 @@ path = "{}"
         summary.recompute.by_cause.evicted.tokens, 0,
         "nothing was evicted"
     );
+    assert_eq!(
+        summary.recompute.tokens, 0,
+        "one worker, nothing evicted: nothing is recomputed (the forced last block is not misrouting)"
+    );
     let hit = summary.prefix_cache.hit_rate;
     let want = infinite.hit_rate_tokens;
     assert!(hit <= want, "engine {hit} beats the infinite cache {want}");
