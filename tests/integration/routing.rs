@@ -112,3 +112,30 @@ fn every_policy_runs_and_serves_every_request() {
     let a = run(&s).0;
     assert!(a.requests.arrived > 500);
 }
+
+#[test]
+fn multi_turn_chat_affinity_and_prefix_routing_double_the_hit_rate_and_cut_p95_ttft() {
+    let r = compare_on(
+        "chat-sessions.toml",
+        "5m",
+        "round_robin,session_affinity,prefix_aware",
+    );
+    let rr = &r[0];
+    for s in &r[1..] {
+        assert!(
+            s.prefix_cache.hit_rate >= 2.0 * rr.prefix_cache.hit_rate,
+            "{}: hit rate {} vs round robin {}",
+            s.policy,
+            s.prefix_cache.hit_rate,
+            rr.prefix_cache.hit_rate
+        );
+        assert!(
+            s.ttft_ms.p95 < rr.ttft_ms.p95,
+            "{}: p95 TTFT {} vs round robin {}",
+            s.policy,
+            s.ttft_ms.p95,
+            rr.ttft_ms.p95
+        );
+        assert!(s.recompute.by_cause.misrouted.tokens < rr.recompute.by_cause.misrouted.tokens / 2);
+    }
+}
