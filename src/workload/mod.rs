@@ -5,6 +5,7 @@
 //! conversation's next turn, a benchmark client's next request) learn of finished requests through
 //! [`Workload::on_finished`] and answer with follow-ups.
 
+pub mod concurrency;
 pub mod dist;
 pub mod spec;
 pub mod synthetic;
@@ -13,8 +14,9 @@ use crate::metrics::record::RequestRecord;
 use crate::request::Request;
 use crate::time::SimTime;
 
-pub use spec::{WorkloadKind, WorkloadSpec};
-pub use synthetic::{OpenLoop, OpenLoopConfig, SharedPrefix};
+pub use concurrency::ClosedLoop;
+pub use spec::{ClosedLoopConfig, WorkloadKind, WorkloadSpec};
+pub use synthetic::{OpenLoop, OpenLoopConfig, RequestSampler, SharedPrefix};
 
 /// A source of requests.
 pub trait Workload: Send {

@@ -1,6 +1,7 @@
 //! fleetsim's integration tests: one binary, one module per concern.
 
 mod cli;
+mod closed_loop;
 mod common;
 mod determinism;
 mod golden;
