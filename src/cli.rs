@@ -1,4 +1,4 @@
-//! The command line: `run`, `validate`, `catalog`.
+//! The command line: `run`, `validate`, `catalog`, `calibrate`.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -8,8 +8,9 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::calibration;
 use crate::engine::Simulation;
-use crate::hardware::{GpuId, ModelId, PerfModel, Precision};
+use crate::hardware::{GpuId, ModelId, PerfModel, Precision, profile};
 use crate::metrics::Summary;
 use crate::routing::PolicyConfig;
 use crate::scenario::Scenario;
@@ -47,8 +48,23 @@ pub enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
     },
-    /// List the GPUs, models, precisions and routing policies fleetsim knows.
+    /// List the GPUs, models, precisions, calibrated profiles and routing policies fleetsim knows.
     Catalog,
+    /// Fit the step-time profiles to the measurements in the data directory; write them and the report.
+    Calibrate {
+        /// Directory of the calibration data.
+        #[arg(long, default_value = "data/calibration")]
+        data: PathBuf,
+        /// Directory to write the profiles into.
+        #[arg(long, default_value = "profiles")]
+        profiles: PathBuf,
+        /// Also write the calibration report (Markdown) to this file, e.g. docs/calibration.md.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// Write nothing: exit non-zero if the profiles or report on disk differ from what the fit gives.
+        #[arg(long)]
+        check: bool,
+    },
 }
 
 /// Runs the parsed command line.
@@ -76,7 +92,81 @@ pub fn main_with(cli: Cli) -> Result<()> {
             print!("{}", catalog());
             Ok(())
         }
+        Command::Calibrate {
+            data,
+            profiles,
+            report,
+            check,
+        } => calibrate(&data, &profiles, report.as_deref(), check),
     }
+}
+
+/// `fleetsim calibrate`: fit, then write (or, with `check`, compare) the profiles and the report.
+fn calibrate(data: &Path, profiles: &Path, report: Option<&Path>, check: bool) -> Result<()> {
+    let c = calibration::calibrate(data)?;
+    let mut files: Vec<(PathBuf, String)> = c
+        .profiles
+        .iter()
+        .map(|p| {
+            let name = format!("{}.toml", p.profile.key().file_stem());
+            (profiles.join(name), calibration::profile_file(&p.profile))
+        })
+        .collect();
+    if let Some(r) = report {
+        files.push((r.to_path_buf(), calibration::report::markdown(&c)));
+    }
+    let mut stale = Vec::new();
+    for (path, text) in &files {
+        if check {
+            if std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str()) {
+                stale.push(path.display().to_string());
+            }
+        } else {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+            }
+            std::fs::write(path, text)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    println!(
+        "{:<32} {:<22} {:>6} {:>8} {:>8} {:>6} {:>8} {:>8}",
+        "profile", "data", "fitted", "median", "max", "held", "median", "max"
+    );
+    for p in &c.profiles {
+        let f = p
+            .profile
+            .fit
+            .as_ref()
+            .expect("fitted profiles carry their stats");
+        let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{:.1}%", x * 100.0));
+        println!(
+            "{:<32} {:<22} {:>6} {:>7.1}% {:>7.1}% {:>6} {:>8} {:>8}",
+            p.profile.key().to_string(),
+            p.profile.source,
+            f.points,
+            f.median_error * 100.0,
+            f.max_error * 100.0,
+            f.held_out_points,
+            opt(f.held_out_median_error),
+            opt(f.held_out_max_error)
+        );
+    }
+    let errors: Vec<f64> = c.published.iter().map(|p| p.error().abs()).collect();
+    println!(
+        "published held-out points: {}, median error {:.1}%, max {:.1}%",
+        errors.len(),
+        calibration::data::median(&errors) * 100.0,
+        errors.iter().copied().fold(0.0, f64::max) * 100.0
+    );
+    if !stale.is_empty() {
+        anyhow::bail!(
+            "out of date (re-run `fleetsim calibrate --report docs/calibration.md`): {}",
+            stale.join(", ")
+        );
+    }
+    Ok(())
 }
 
 fn run(path: &Path, out: Option<&Path>, set: &[String], json: bool, quiet: bool) -> Result<()> {
@@ -186,10 +276,34 @@ pub fn catalog() -> String {
         Precision::ALL.map(Precision::as_str).join(", ")
     );
     let _ = writeln!(o, "Routing policies: {}", PolicyConfig::NAMES.join(", "));
-    let p = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16);
     let _ = writeln!(
         o,
-        "\nExample (h100, llama-3.1-8b, tp 1, bf16): 2,048-token prefill {:.1} ms, batch-1 decode step {:.2} ms",
+        "\nCalibrated step-time profiles (others borrow the nearest, spec-scaled; docs/calibration.md)"
+    );
+    let _ = writeln!(
+        o,
+        "  {:<30} {:<22} {:>12} {:>12}",
+        "profile", "data", "fit median", "fit max"
+    );
+    for p in profile::builtin() {
+        let (median, max) = p
+            .fit
+            .as_ref()
+            .map_or((f64::NAN, f64::NAN), |f| (f.median_error, f.max_error));
+        let _ = writeln!(
+            o,
+            "  {:<30} {:<22} {:>11.1}% {:>11.1}%",
+            p.key().to_string(),
+            p.source,
+            median * 100.0,
+            max * 100.0
+        );
+    }
+    let p = PerfModel::calibrated(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16);
+    let _ = writeln!(
+        o,
+        "\nExample (h100, llama-3.1-8b, tp 1, bf16, {}): 2,048-token prefill {:.1} ms, batch-1 decode step {:.2} ms",
+        p.provenance.profile,
         p.prefill_seconds(2048, 0) * 1e3,
         p.decode_step_seconds(1, 1024) * 1e3
     );

@@ -13,13 +13,17 @@
 //! - [`worker`]: one GPU replica, a vLLM-v1-style engine: continuous batching with chunked prefill under a
 //!   token budget, FCFS admission, recompute preemption, and a paged KV block pool with automatic prefix
 //!   caching ([`worker::kv_cache`]).
-//! - [`hardware`]: the GPU and model catalogues and the roofline step-time model.
+//! - [`hardware`]: the GPU and model catalogues, the roofline step-time model, and its calibrated profiles
+//!   (fitted efficiencies per GPU × model × TP × precision, compiled in from `profiles/`).
+//! - [`calibration`]: `fleetsim calibrate`: fits those profiles to the measured step times in
+//!   `data/calibration/` and writes the report `docs/calibration.md`.
 //! - [`routing`]: the gateway's policies behind one small trait, over worker snapshots.
 //! - [`metrics`]: per-request records folded into counters and histograms; the summary is derived once.
 //! - [`scenario`]: the TOML scenario format, with errors that name file, line and field.
 //!
 //! Determinism is a law: the same scenario and seed give byte-identical `summary.json`.
 
+pub mod calibration;
 pub mod cli;
 pub mod config;
 pub mod engine;

@@ -151,3 +151,20 @@ fn malformed_scenarios_give_one_clear_line() {
     assert!(stderr.contains("workers"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `calibrate --check` fits again and finds the committed profiles and report current.
+#[test]
+fn calibrate_check_finds_the_committed_files_current() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    fleetsim()
+        .arg("calibrate")
+        .arg("--data")
+        .arg(root.join("data/calibration"))
+        .arg("--profiles")
+        .arg(root.join("profiles"))
+        .arg("--report")
+        .arg(root.join("docs/calibration.md"))
+        .arg("--check")
+        .assert()
+        .success();
+}

@@ -1,5 +1,6 @@
 //! fleetsim's integration tests: one binary, one module per concern.
 
+mod calibration;
 mod cli;
 mod closed_loop;
 mod common;
@@ -7,4 +8,5 @@ mod determinism;
 mod golden;
 mod invariants;
 mod prefix_cache;
+mod profiles;
 mod queueing;
