@@ -1,4 +1,4 @@
-//! The command line: `run`, `validate`, `catalog`, `calibrate`.
+//! The command line: `run`, `validate`, `estimate`, `catalog`, `calibrate`.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -10,7 +10,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::calibration;
 use crate::engine::Simulation;
-use crate::hardware::{GpuId, ModelId, PerfModel, Precision, profile};
+use crate::estimate;
+use crate::hardware::{GpuId, ModelId, PerfModel, Precision, Profile, profile};
 use crate::metrics::Summary;
 use crate::routing::PolicyConfig;
 use crate::scenario::Scenario;
@@ -50,6 +51,39 @@ pub enum Command {
     },
     /// List the GPUs, models, precisions, calibrated profiles and routing policies fleetsim knows.
     Catalog,
+    /// Estimate one configuration: prefill and decode step times, KV capacity, latencies and throughput.
+    Estimate {
+        /// GPU id (`fleetsim catalog` lists them).
+        #[arg(long, value_parser = parse_id::<GpuId>)]
+        gpu: GpuId,
+        /// Model id.
+        #[arg(long, value_parser = parse_id::<ModelId>)]
+        model: ModelId,
+        /// Tensor-parallel degree (1, 2, 4 or 8).
+        #[arg(long, default_value_t = 1, value_parser = parse_tp)]
+        tp: u32,
+        /// Precision of weights and KV cache.
+        #[arg(long, default_value = "bf16", value_parser = parse_id::<Precision>)]
+        precision: Precision,
+        /// Prompt tokens per request.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        prompt: u32,
+        /// Output tokens per request.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        output: u32,
+        /// Measure over a closed-loop run of this many clients (default: one request on an idle worker).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        concurrency: Option<u32>,
+        /// Requests of the closed-loop run (default: ten per client).
+        #[arg(long, requires = "concurrency", value_parser = clap::value_parser!(u32).range(1..))]
+        requests: Option<u32>,
+        /// Use this profile file instead of the built-in one.
+        #[arg(long)]
+        profile: Option<PathBuf>,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Fit the step-time profiles to the measurements in the data directory; write them and the report.
     Calibrate {
         /// Directory of the calibration data.
@@ -92,12 +126,56 @@ pub fn main_with(cli: Cli) -> Result<()> {
             print!("{}", catalog());
             Ok(())
         }
+        Command::Estimate {
+            gpu,
+            model,
+            tp,
+            precision,
+            prompt,
+            output,
+            concurrency,
+            requests,
+            profile,
+            json,
+        } => {
+            let profile = match profile {
+                Some(path) => Some((path.display().to_string(), Profile::load(&path)?)),
+                None => None,
+            };
+            let e = estimate::estimate(&estimate::EstimateRequest {
+                gpu,
+                model,
+                tp,
+                precision,
+                prompt,
+                output,
+                concurrency,
+                requests,
+                profile,
+            })
+            .map_err(anyhow::Error::msg)?;
+            print!("{}", if json { e.to_json() } else { e.to_markdown() });
+            Ok(())
+        }
         Command::Calibrate {
             data,
             profiles,
             report,
             check,
         } => calibrate(&data, &profiles, report.as_deref(), check),
+    }
+}
+
+/// A catalogue id as written in scenario files (`h100`, `llama-3.1-8b`, `bf16`).
+fn parse_id<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, String> {
+    T::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(s))
+        .map_err(|e| e.to_string())
+}
+
+fn parse_tp(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(tp @ (1 | 2 | 4 | 8)) => Ok(tp),
+        _ => Err(format!("must be 1, 2, 4 or 8, got {s}")),
     }
 }
 

@@ -20,6 +20,8 @@
 //! - [`routing`]: the gateway's policies behind one small trait, over worker snapshots.
 //! - [`metrics`]: per-request records folded into counters and histograms; the summary is derived once.
 //! - [`scenario`]: the TOML scenario format, with errors that name file, line and field.
+//! - [`estimate`]: `fleetsim estimate`: one configuration's prefill, decode and latency numbers, from the same
+//!   simulation (a closed-loop [`workload::ClosedLoop`] of C clients).
 //!
 //! Determinism is a law: the same scenario and seed give byte-identical `summary.json`.
 
@@ -27,6 +29,7 @@ pub mod calibration;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod estimate;
 pub mod hardware;
 pub mod metrics;
 pub mod request;
