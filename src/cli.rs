@@ -231,12 +231,12 @@ fn calibrate(data: &Path, profiles: &Path, report: Option<&Path>, check: bool) -
             opt(f.held_out_max_error)
         );
     }
-    let errors: Vec<f64> = c.published.iter().map(|p| p.error().abs()).collect();
+    let (median, max) = c.published_errors();
     println!(
         "published held-out points: {}, median error {:.1}%, max {:.1}%",
-        errors.len(),
-        calibration::data::median(&errors) * 100.0,
-        errors.iter().copied().fold(0.0, f64::max) * 100.0
+        c.published.len(),
+        median * 100.0,
+        max * 100.0
     );
     if !stale.is_empty() {
         anyhow::bail!(

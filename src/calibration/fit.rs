@@ -194,8 +194,7 @@ pub fn fit(key: ProfileKey, points: &[&Observation], comm: Option<(f64, f64)>) -
 /// Fits link efficiency and latency (in that order) of the all-reduces on `gpu` across `tp` GPUs to
 /// measured latencies, by log error.
 pub fn fit_allreduce(gpu: GpuId, tp: u32, points: &[&AllReduce]) -> (f64, f64) {
-    let free = [5, 6];
-    debug_assert!(free.iter().all(|&i| PARAMS[i].comm));
+    let free: Vec<usize> = (0..PARAMS.len()).filter(|&i| PARAMS[i].comm).collect();
     let base = Efficiency::default();
     let x0 = encode(&base, &free);
     let loss = |x: &[f64]| {

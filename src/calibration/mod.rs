@@ -113,6 +113,14 @@ pub struct Calibration {
     pub excluded_rows: usize,
 }
 
+impl Calibration {
+    /// Median and largest |error| over the published held-out points.
+    pub fn published_errors(&self) -> (f64, f64) {
+        let errors: Vec<f64> = self.published.iter().map(|p| p.error().abs()).collect();
+        median_and_max(&errors)
+    }
+}
+
 /// Acceptance targets on the published held-out points: median and largest relative error.
 pub const TARGET_MEDIAN_ERROR: f64 = 0.15;
 pub const TARGET_MAX_ERROR: f64 = 0.35;
@@ -212,13 +220,14 @@ pub fn calibrate(dir: &Path) -> Result<Calibration, CalibrationError> {
                 .map(|o| fit::predict(target, eff, &o.shape) / o.measured_s)
                 .collect();
             let errors: Vec<f64> = ratios.iter().map(|r| (r - 1.0).abs()).collect();
+            let (median_error, max_error) = median_and_max(&errors);
             Some(CrossStack {
                 reference,
                 target,
                 points: ratios.len(),
                 median_ratio: data::median(&ratios),
-                median_error: data::median(&errors),
-                max_error: errors.iter().copied().fold(0.0, f64::max),
+                median_error,
+                max_error,
             })
         })
         .collect();
@@ -252,14 +261,15 @@ fn fit_allreduce(points: &[data::AllReduce]) -> Vec<AllReduceFit> {
                 .iter()
                 .map(|p| (allreduce_seconds(gpu, tp, p.bytes, &e) / p.seconds - 1.0).abs())
                 .collect();
+            let (median_error, max_error) = median_and_max(&errors);
             AllReduceFit {
                 gpu,
                 tp,
                 link,
                 latency_s,
                 points: pts.len(),
-                median_error: data::median(&errors),
-                max_error: errors.iter().copied().fold(0.0, f64::max),
+                median_error,
+                max_error,
             }
         })
         .collect()
@@ -275,15 +285,24 @@ fn stats(results: &[PointResult]) -> FitStats {
             .collect()
     };
     let (fitted, held) = (errors(Role::Fit), errors(Role::HeldOut));
-    let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    let (median, max) = median_and_max(&fitted);
+    let held_out = (!held.is_empty()).then(|| median_and_max(&held));
     FitStats {
         points: fitted.len() as u32,
-        median_error: round_sig(data::median(&fitted)),
-        max_error: round_sig(max(&fitted)),
+        median_error: round_sig(median),
+        max_error: round_sig(max),
         held_out_points: held.len() as u32,
-        held_out_median_error: (!held.is_empty()).then(|| round_sig(data::median(&held))),
-        held_out_max_error: (!held.is_empty()).then(|| round_sig(max(&held))),
+        held_out_median_error: held_out.map(|(m, _)| round_sig(m)),
+        held_out_max_error: held_out.map(|(_, m)| round_sig(m)),
     }
+}
+
+/// Median and largest of `errors` (NaN and 0 when empty).
+pub fn median_and_max(errors: &[f64]) -> (f64, f64) {
+    (
+        data::median(errors),
+        errors.iter().copied().fold(0.0, f64::max),
+    )
 }
 
 /// `x` to four significant digits: profiles store what matters, and stable text.

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::data::{Role, median};
+use super::data::Role;
 use super::{Calibration, TARGET_MAX_ERROR, TARGET_MEDIAN_ERROR};
 use crate::hardware::profile::{ProfileKey, resolve_among};
 use crate::hardware::{GpuId, ModelId, Precision, Profile};
@@ -95,13 +95,12 @@ fn published(o: &mut String, c: &Calibration) {
             signed_pct(p.error())
         );
     }
-    let errors: Vec<f64> = c.published.iter().map(|p| p.error().abs()).collect();
-    let (med, max) = (median(&errors), errors.iter().copied().fold(0.0, f64::max));
+    let (med, max) = c.published_errors();
     let verdict = |ok: bool| if ok { "met" } else { "**not met**" };
     let _ = writeln!(
         o,
         "\nOver these {} points: median |error| {} (target ≤ {}: {}), largest {} (target ≤ {}: {}).\n",
-        errors.len(),
+        c.published.len(),
         pct(med),
         pct(TARGET_MEDIAN_ERROR),
         verdict(med <= TARGET_MEDIAN_ERROR),
