@@ -175,14 +175,7 @@ fn simulate(
 pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
     let mut group = WorkerGroup::single(req.gpu, req.model, req.tp, req.precision);
     if let Some((name, p)) = &req.profile {
-        if p.key() != group.profile_key() {
-            return Err(format!(
-                "profile {name} describes {}, not {}",
-                p.key(),
-                group.profile_key()
-            ));
-        }
-        group.loaded_profile = Some((name.clone(), p.clone()));
+        group.use_profile(name.clone(), p.clone())?;
     }
     let perf = group.perf();
     let idle = simulate(&group, req.prompt, req.output, 1, 1)?;

@@ -143,6 +143,20 @@ impl WorkerGroup {
         }
     }
 
+    /// Uses profile `p` (called `name` in the outputs) for this group's step times, if it describes the
+    /// configuration the group runs.
+    pub fn use_profile(&mut self, name: String, p: Profile) -> Result<(), String> {
+        if p.key() != self.profile_key() {
+            return Err(format!(
+                "{name} describes {}, but this group runs {}",
+                p.key(),
+                self.profile_key()
+            ));
+        }
+        self.loaded_profile = Some((name, p));
+        Ok(())
+    }
+
     /// The configuration this group runs, as profiles name it.
     pub fn profile_key(&self) -> ProfileKey {
         ProfileKey {
@@ -221,18 +235,8 @@ impl Scenario {
             let Some(rel) = &g.profile else { continue };
             let field = format!("workers[{i}].profile");
             let p = Profile::load(&dir.join(rel)).map_err(|e| at(&field, e.to_string()))?;
-            if p.key() != g.profile_key() {
-                return Err(at(
-                    &field,
-                    format!(
-                        "{} describes {}, but this group runs {}",
-                        rel.display(),
-                        p.key(),
-                        g.profile_key()
-                    ),
-                ));
-            }
-            g.loaded_profile = Some((rel.display().to_string(), p));
+            let name = rel.display().to_string();
+            g.use_profile(name, p).map_err(|m| at(&field, m))?;
         }
         Ok(scenario)
     }
