@@ -208,29 +208,7 @@ fn calibrate(data: &Path, profiles: &Path, report: Option<&Path>, check: bool) -
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
     }
-    println!(
-        "{:<32} {:<22} {:>6} {:>8} {:>8} {:>6} {:>8} {:>8}",
-        "profile", "data", "fitted", "median", "max", "held", "median", "max"
-    );
-    for p in &c.profiles {
-        let f = p
-            .profile
-            .fit
-            .as_ref()
-            .expect("fitted profiles carry their stats");
-        let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{:.1}%", x * 100.0));
-        println!(
-            "{:<32} {:<22} {:>6} {:>7.1}% {:>7.1}% {:>6} {:>8} {:>8}",
-            p.profile.key().to_string(),
-            p.profile.source,
-            f.points,
-            f.median_error * 100.0,
-            f.max_error * 100.0,
-            f.held_out_points,
-            opt(f.held_out_median_error),
-            opt(f.held_out_max_error)
-        );
-    }
+    print!("{}", calibration::report::profiles_table(&c));
     let (median, max) = c.published_errors();
     println!(
         "published held-out points: {}, median error {:.1}%, max {:.1}%",

@@ -114,8 +114,18 @@ fn summary(o: &mut String, c: &Calibration) {
     let _ = writeln!(
         o,
         "## Profiles\n\n\
-         Relative errors |predicted / measured − 1| of each stored profile.\n\n\
-         | profile | data | fitted | median | max | held out | median | max |\n\
+         Relative errors |predicted / measured − 1| of each stored profile.\n\n{}",
+        profiles_table(c)
+    );
+}
+
+/// Each profile's data set and its fit and held-out errors, as a Markdown table (also what `calibrate`
+/// prints).
+pub fn profiles_table(c: &Calibration) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "| profile | data | fitted | median | max | held out | median | max |\n\
          |---|---|---:|---:|---:|---:|---:|---:|"
     );
     for p in &c.profiles {
@@ -138,7 +148,7 @@ fn summary(o: &mut String, c: &Calibration) {
             opt(f.held_out_max_error)
         );
     }
-    let _ = writeln!(o);
+    o
 }
 
 fn allreduce(o: &mut String, c: &Calibration) {
