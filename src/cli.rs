@@ -1,4 +1,4 @@
-//! The command line: `run`, `validate`, `catalog`, `trace gen|stats|convert`.
+//! The command line: `run`, `compare`, `validate`, `estimate`, `calibrate`, `catalog`, `trace gen|stats|convert`.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -8,9 +8,11 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::calibration;
 use crate::compare;
 use crate::engine::Simulation;
-use crate::hardware::{GpuId, ModelId, PerfModel, Precision};
+use crate::estimate;
+use crate::hardware::{GpuId, ModelId, PerfModel, Precision, Profile, profile};
 use crate::report;
 use crate::routing::PolicyConfig;
 use crate::scenario::Scenario;
@@ -69,8 +71,56 @@ pub enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
     },
-    /// List the GPUs, models, precisions and routing policies fleetsim knows.
+    /// List the GPUs, models, precisions, calibrated profiles and routing policies fleetsim knows.
     Catalog,
+    /// Estimate one configuration: prefill and decode step times, KV capacity, latencies and throughput.
+    Estimate {
+        /// GPU id (`fleetsim catalog` lists them).
+        #[arg(long, value_parser = parse_id::<GpuId>)]
+        gpu: GpuId,
+        /// Model id.
+        #[arg(long, value_parser = parse_id::<ModelId>)]
+        model: ModelId,
+        /// Tensor-parallel degree (1, 2, 4 or 8).
+        #[arg(long, default_value_t = 1, value_parser = parse_tp)]
+        tp: u32,
+        /// Precision of weights and KV cache.
+        #[arg(long, default_value = "bf16", value_parser = parse_id::<Precision>)]
+        precision: Precision,
+        /// Prompt tokens per request.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        prompt: u32,
+        /// Output tokens per request.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        output: u32,
+        /// Measure over a closed-loop run of this many clients (default: one request on an idle worker).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        concurrency: Option<u32>,
+        /// Requests of the closed-loop run (default: ten per client).
+        #[arg(long, requires = "concurrency", value_parser = clap::value_parser!(u32).range(1..))]
+        requests: Option<u32>,
+        /// Use this profile file instead of the built-in one.
+        #[arg(long)]
+        profile: Option<PathBuf>,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fit the step-time profiles to the measurements in the data directory; write them and the report.
+    Calibrate {
+        /// Directory of the calibration data.
+        #[arg(long, default_value = "data/calibration")]
+        data: PathBuf,
+        /// Directory to write the profiles into.
+        #[arg(long, default_value = "profiles")]
+        profiles: PathBuf,
+        /// Also write the calibration report (Markdown) to this file, e.g. docs/calibration.md.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// Write nothing: exit non-zero if the profiles or report on disk differ from what the fit gives.
+        #[arg(long)]
+        check: bool,
+    },
     /// Generate, summarise and convert workload traces.
     Trace {
         #[command(subcommand)]
@@ -218,6 +268,43 @@ pub fn main_with(cli: Cli) -> Result<()> {
             print!("{}", catalog());
             Ok(())
         }
+        Command::Estimate {
+            gpu,
+            model,
+            tp,
+            precision,
+            prompt,
+            output,
+            concurrency,
+            requests,
+            profile,
+            json,
+        } => {
+            let profile = match profile {
+                Some(path) => Some((path.display().to_string(), Profile::load(&path)?)),
+                None => None,
+            };
+            let e = estimate::estimate(&estimate::EstimateRequest {
+                gpu,
+                model,
+                tp,
+                precision,
+                prompt,
+                output,
+                concurrency,
+                requests,
+                profile,
+            })
+            .map_err(anyhow::Error::msg)?;
+            print!("{}", if json { e.to_json() } else { e.to_markdown() });
+            Ok(())
+        }
+        Command::Calibrate {
+            data,
+            profiles,
+            report,
+            check,
+        } => calibrate(&data, &profiles, report.as_deref(), check),
         Command::Trace { command } => trace(command),
     }
 }
@@ -291,6 +378,65 @@ fn trace(command: TraceCommand) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// A catalogue id as written in scenario files (`h100`, `llama-3.1-8b`, `bf16`).
+fn parse_id<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, String> {
+    T::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(s))
+        .map_err(|e| e.to_string())
+}
+
+fn parse_tp(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(tp @ (1 | 2 | 4 | 8)) => Ok(tp),
+        _ => Err(format!("must be 1, 2, 4 or 8, got {s}")),
+    }
+}
+
+/// `fleetsim calibrate`: fit, then write (or, with `check`, compare) the profiles and the report.
+fn calibrate(data: &Path, profiles: &Path, report: Option<&Path>, check: bool) -> Result<()> {
+    let c = calibration::calibrate(data)?;
+    let mut files: Vec<(PathBuf, String)> = c
+        .profiles
+        .iter()
+        .map(|p| {
+            let name = format!("{}.toml", p.profile.key().file_stem());
+            (profiles.join(name), calibration::profile_file(&p.profile))
+        })
+        .collect();
+    if let Some(r) = report {
+        files.push((r.to_path_buf(), calibration::report::markdown(&c)));
+    }
+    let mut stale = Vec::new();
+    for (path, text) in &files {
+        if check {
+            if std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str()) {
+                stale.push(path.display().to_string());
+            }
+        } else {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+            }
+            std::fs::write(path, text)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    print!("{}", calibration::report::profiles_table(&c));
+    let (median, max) = c.published_errors();
+    println!(
+        "published held-out points: {}, median error {:.1}%, max {:.1}%",
+        c.published.len(),
+        median * 100.0,
+        max * 100.0
+    );
+    if !stale.is_empty() {
+        anyhow::bail!(
+            "out of date (re-run `fleetsim calibrate --report docs/calibration.md`): {}",
+            stale.join(", ")
+        );
+    }
+    Ok(())
 }
 
 fn run(path: &Path, out: Option<&Path>, set: &[String], json: bool, quiet: bool) -> Result<()> {
@@ -435,10 +581,34 @@ pub fn catalog() -> String {
         Precision::ALL.map(Precision::as_str).join(", ")
     );
     let _ = writeln!(o, "Routing policies: {}", PolicyConfig::NAMES.join(", "));
-    let p = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16);
     let _ = writeln!(
         o,
-        "\nExample (h100, llama-3.1-8b, tp 1, bf16): 2,048-token prefill {:.1} ms, batch-1 decode step {:.2} ms",
+        "\nCalibrated step-time profiles (others borrow the nearest, spec-scaled; docs/calibration.md)"
+    );
+    let _ = writeln!(
+        o,
+        "  {:<30} {:<22} {:>12} {:>12}",
+        "profile", "data", "fit median", "fit max"
+    );
+    for p in profile::builtin() {
+        let (median, max) = p
+            .fit
+            .as_ref()
+            .map_or((f64::NAN, f64::NAN), |f| (f.median_error, f.max_error));
+        let _ = writeln!(
+            o,
+            "  {:<30} {:<22} {:>11.1}% {:>11.1}%",
+            p.key().to_string(),
+            p.source,
+            median * 100.0,
+            max * 100.0
+        );
+    }
+    let p = PerfModel::calibrated(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16);
+    let _ = writeln!(
+        o,
+        "\nExample (h100, llama-3.1-8b, tp 1, bf16, {}): 2,048-token prefill {:.1} ms, batch-1 decode step {:.2} ms",
+        p.provenance.profile,
         p.prefill_seconds(2048, 0) * 1e3,
         p.decode_step_seconds(1, 1024) * 1e3
     );

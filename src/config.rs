@@ -75,3 +75,40 @@ impl<'de> Deserialize<'de> for PositiveInt {
         }
     }
 }
+
+/// `file:line:column` and message of a TOML error; the message names the key whose value is wrong.
+pub(crate) fn toml_error_parts(text: &str, file: &str, e: &toml::de::Error) -> (String, String) {
+    let location = match e.span() {
+        Some(span) => {
+            let (line, col) = line_col(text, span.start);
+            format!("{file}:{line}:{col}")
+        }
+        None => file.to_string(),
+    };
+    let mut message = e.message().trim().to_string();
+    if let Some(key) = e.span().and_then(|span| key_before(text, span.start))
+        && !message.contains(&format!("`{key}`"))
+    {
+        message = format!("`{key}`: {message}");
+    }
+    (location, message)
+}
+
+/// The key whose value starts at byte `offset`, if the text there reads `key = value`.
+fn key_before(text: &str, offset: usize) -> Option<&str> {
+    let before = text[..offset.min(text.len())].trim_end();
+    let before = before.strip_suffix('=')?.trim_end();
+    let start = before
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'))
+        .map_or(0, |i| i + 1);
+    let key = &before[start..];
+    (!key.is_empty()).then_some(key)
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, col)
+}

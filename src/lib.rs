@@ -15,20 +15,28 @@
 //!   caching ([`worker::kv_cache`]).
 //! - [`workload`]: where requests come from: open-loop synthetic traffic, multi-turn sessions (closed or
 //!   open loop; a turn's prompt extends the previous turn's prompt and answer, so prefix identity holds by
-//!   construction), and trace replay (Mooncake, Azure, BurstGPT, Vidur and fleetsim's own format), all
-//!   streamed; `fleetsim trace` generates, summarises and converts traces.
-//! - [`hardware`]: the GPU and model catalogues and the roofline step-time model.
+//!   construction), closed-loop fixed-concurrency clients, and trace replay (Mooncake, Azure, BurstGPT,
+//!   Vidur and fleetsim's own format), all streamed; `fleetsim trace` generates, summarises and converts
+//!   traces.
+//! - [`hardware`]: the GPU and model catalogues, the roofline step-time model, and its calibrated profiles
+//!   (fitted efficiencies per GPU × model × TP × precision, compiled in from `profiles/`).
+//! - [`calibration`]: `fleetsim calibrate`: fits those profiles to the measured step times in
+//!   `data/calibration/` and writes the report `docs/calibration.md`.
 //! - [`routing`]: the gateway's policies behind one small trait, over worker snapshots.
 //! - [`metrics`]: per-request records folded into counters and histograms; the summary is derived once.
 //! - [`scenario`]: the TOML scenario format, with errors that name file, line and field.
 //! - [`compare`]: the same arrivals through several policies in parallel; [`report`]: the exporters.
+//! - [`estimate`]: `fleetsim estimate`: one configuration's prefill, decode and latency numbers, from the same
+//!   simulation (a closed-loop [`workload::ClosedLoop`] of C clients).
 //!
 //! Determinism is a law: the same scenario and seed give byte-identical `summary.json`.
 
+pub mod calibration;
 pub mod cli;
 pub mod compare;
 pub mod config;
 pub mod engine;
+pub mod estimate;
 pub mod hardware;
 pub mod metrics;
 pub mod report;

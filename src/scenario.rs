@@ -1,13 +1,13 @@
 //! Scenario files: TOML, unknown fields rejected, every error naming the file, line and field.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::config::{Fraction, PositiveInt};
-use crate::hardware::{GpuId, ModelId, PerfModel, Precision};
+use crate::config::{Fraction, PositiveInt, toml_error_parts};
+use crate::hardware::{GpuId, ModelId, PerfModel, Precision, Profile, ProfileKey};
 use crate::routing::RouterSpec;
 use crate::time::SimDuration;
 use crate::worker::{EngineParams, kv_capacity_blocks};
@@ -73,6 +73,14 @@ pub struct WorkerGroup {
     /// Override the KV capacity (blocks per worker) instead of deriving it from memory.
     #[serde(default)]
     pub kv_blocks: Option<PositiveInt>,
+    /// A step-time profile file (TOML, as `fleetsim calibrate` writes them), relative to the scenario file.
+    /// Without it the group uses the built-in profile of its gpu × model × tp × precision, or the nearest
+    /// one spec-scaled (reported as uncalibrated).
+    #[serde(default)]
+    pub profile: Option<PathBuf>,
+    /// The `profile` file as read when the scenario was loaded: (the path as written, its contents).
+    #[serde(skip)]
+    pub loaded_profile: Option<(String, Profile)>,
 }
 
 fn one() -> PositiveInt {
@@ -99,6 +107,26 @@ mod defaults {
 }
 
 impl WorkerGroup {
+    /// One worker of `gpu` × `model` × `tp` × `precision` with vLLM's default engine parameters and the
+    /// built-in profile (what a `[[workers]]` table with only those keys gives).
+    pub fn single(gpu: GpuId, model: ModelId, tp: u32, precision: Precision) -> Self {
+        WorkerGroup {
+            count: PositiveInt(1),
+            gpu,
+            model,
+            tp: PositiveInt(tp),
+            precision,
+            max_num_batched_tokens: defaults::max_num_batched_tokens(),
+            max_num_seqs: defaults::max_num_seqs(),
+            block_size: defaults::block_size(),
+            enable_prefix_caching: defaults::enable_prefix_caching(),
+            gpu_memory_utilization: defaults::gpu_memory_utilization(),
+            kv_blocks: None,
+            profile: None,
+            loaded_profile: None,
+        }
+    }
+
     /// The engine parameters of each worker in the group.
     pub fn engine(&self) -> EngineParams {
         EngineParams {
@@ -110,9 +138,37 @@ impl WorkerGroup {
         }
     }
 
-    /// The step-time model of each worker in the group.
+    /// The step-time model of each worker in the group: from its profile file if it names one, else the
+    /// built-in calibrated profile (or the nearest, spec-scaled).
     pub fn perf(&self) -> PerfModel {
-        PerfModel::with_defaults(self.gpu, self.model, self.tp.0, self.precision)
+        match &self.loaded_profile {
+            Some((name, p)) => PerfModel::from_profile(p, name.clone()),
+            None => PerfModel::calibrated(self.gpu, self.model, self.tp.0, self.precision),
+        }
+    }
+
+    /// Uses profile `p` (called `name` in the outputs) for this group's step times, if it describes the
+    /// configuration the group runs.
+    pub fn use_profile(&mut self, name: String, p: Profile) -> Result<(), String> {
+        if p.key() != self.profile_key() {
+            return Err(format!(
+                "{name} describes {}, but this group runs {}",
+                p.key(),
+                self.profile_key()
+            ));
+        }
+        self.loaded_profile = Some((name, p));
+        Ok(())
+    }
+
+    /// The configuration this group runs, as profiles name it.
+    pub fn profile_key(&self) -> ProfileKey {
+        ProfileKey {
+            gpu: self.gpu,
+            model: self.model,
+            tp: self.tp.0,
+            precision: self.precision,
+        }
     }
 
     /// KV blocks per worker.
@@ -172,15 +228,24 @@ impl Scenario {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
+        let at = |path: &str, message: String| ScenarioError {
+            location: match find_line(text, path) {
+                Some(line) => format!("{file}:{line}"),
+                None => file.to_string(),
+            },
+            message: format!("{path}: {message}"),
+        };
         scenario
             .validate()
-            .map_err(|(path, message)| ScenarioError {
-                location: match find_line(text, &path) {
-                    Some(line) => format!("{file}:{line}"),
-                    None => file.to_string(),
-                },
-                message: format!("{path}: {message}"),
-            })?;
+            .map_err(|(path, message)| at(&path, message))?;
+        let dir = Path::new(file).parent().unwrap_or(Path::new(""));
+        for (i, g) in scenario.workers.iter_mut().enumerate() {
+            let Some(rel) = &g.profile else { continue };
+            let field = format!("workers[{i}].profile");
+            let p = Profile::load(&dir.join(rel)).map_err(|e| at(&field, e.to_string()))?;
+            let name = rel.display().to_string();
+            g.use_profile(name, p).map_err(|m| at(&field, m))?;
+        }
         Ok(scenario)
     }
 
@@ -235,39 +300,8 @@ impl Scenario {
 
 /// Turns a TOML error into `file:line:column: message`.
 fn toml_error(text: &str, file: &str, e: &toml::de::Error) -> ScenarioError {
-    let location = match e.span() {
-        Some(span) => {
-            let (line, col) = line_col(text, span.start);
-            format!("{file}:{line}:{col}")
-        }
-        None => file.to_string(),
-    };
-    let mut message = e.message().trim().to_string();
-    if let Some(key) = e.span().and_then(|span| key_before(text, span.start))
-        && !message.contains(&format!("`{key}`"))
-    {
-        message = format!("`{key}`: {message}");
-    }
+    let (location, message) = toml_error_parts(text, file, e);
     ScenarioError { location, message }
-}
-
-/// The key whose value starts at byte `offset`, if the text there reads `key = value`.
-fn key_before(text: &str, offset: usize) -> Option<&str> {
-    let before = text[..offset.min(text.len())].trim_end();
-    let before = before.strip_suffix('=')?.trim_end();
-    let start = before
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'))
-        .map_or(0, |i| i + 1);
-    let key = &before[start..];
-    (!key.is_empty()).then_some(key)
-}
-
-/// 1-based line and column of byte `offset` in `text`.
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-    (line, col)
 }
 
 /// Best-effort line of a field path such as `workers[1].tp` or `workload.cv` in the original text.

@@ -356,6 +356,8 @@ impl Simulation {
                 model: w.perf.model.as_str().to_string(),
                 tp: w.perf.tp,
                 precision: w.perf.precision.as_str().to_string(),
+                profile: w.perf.provenance.profile.clone(),
+                calibrated: w.perf.provenance.calibrated,
                 busy_fraction: if end > 0.0 {
                     round(w.busy.as_secs_f64() / end, 6)
                 } else {

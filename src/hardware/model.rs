@@ -9,6 +9,8 @@ pub enum ModelId {
     Llama31_8b,
     #[serde(rename = "llama-3.1-70b")]
     Llama31_70b,
+    #[serde(rename = "llama-2-70b")]
+    Llama2_70b,
     #[serde(rename = "qwen3-8b")]
     Qwen3_8b,
     #[serde(rename = "qwen3-32b")]
@@ -21,9 +23,10 @@ pub enum ModelId {
 
 impl ModelId {
     /// Every model, in catalogue order.
-    pub const ALL: [ModelId; 6] = [
+    pub const ALL: [ModelId; 7] = [
         ModelId::Llama31_8b,
         ModelId::Llama31_70b,
+        ModelId::Llama2_70b,
         ModelId::Qwen3_8b,
         ModelId::Qwen3_32b,
         ModelId::Mistral7b,
@@ -40,6 +43,7 @@ impl ModelId {
         match self {
             ModelId::Llama31_8b => &LLAMA31_8B,
             ModelId::Llama31_70b => &LLAMA31_70B,
+            ModelId::Llama2_70b => &LLAMA2_70B,
             ModelId::Qwen3_8b => &QWEN3_8B,
             ModelId::Qwen3_32b => &QWEN3_32B,
             ModelId::Mistral7b => &MISTRAL_7B,
@@ -157,6 +161,23 @@ pub static LLAMA31_70B: ModelSpec = ModelSpec {
     tied_embeddings: false,
 };
 
+/// meta-llama/Llama-2-70b-hf: 69.0 B parameters. The same transformer blocks as Llama-3.1-70B with a 32k
+/// vocabulary; in the catalogue because published whole-step measurements (Splitwise) exist for it.
+pub static LLAMA2_70B: ModelSpec = ModelSpec {
+    id: "llama-2-70b",
+    source: "huggingface.co/meta-llama/Llama-2-70b-hf config.json",
+    layers: 80,
+    hidden: 8192,
+    heads: 64,
+    kv_heads: 8,
+    head_dim: 128,
+    intermediate: 28672,
+    vocab: 32000,
+    experts: 1,
+    experts_per_token: 1,
+    tied_embeddings: false,
+};
+
 /// Qwen/Qwen3-8B: 8.2 B parameters (6.95 B without embeddings, as its model card states).
 pub static QWEN3_8B: ModelSpec = ModelSpec {
     id: "qwen3-8b",
@@ -231,6 +252,7 @@ mod tests {
         let within = |got: f64, want: f64| (got / want - 1.0).abs() < 0.01;
         assert!(within(LLAMA31_8B.total_params(), 8.03e9));
         assert!(within(LLAMA31_70B.total_params(), 70.55e9));
+        assert!(within(LLAMA2_70B.total_params(), 68.98e9));
         assert!(within(QWEN3_8B.total_params(), 8.19e9));
         assert!(within(QWEN3_32B.total_params(), 32.76e9));
         assert!(within(MISTRAL_7B.total_params(), 7.25e9));

@@ -1,20 +1,26 @@
 //! The step-time model: how long one engine iteration takes for a given batch.
 //!
 //! ```text
-//! prefill FLOPs = 2·N_active·Σ n_i + 2·N_head·seqs + 4·L·H·hd·Σ (n_i·c_i + n_i²/2)
-//! bytes moved   = weights/TP (experts touched only) + KV read (Σ c_i) + KV written (Σ n_i)
-//! step time     = T_fixed + max(FLOPs / (peak·η_c(T)), bytes / (BW·η_m)) + TP all-reduce
+//! GEMM FLOPs      = 2·N_active·Σ n_i + 2·N_head·seqs                  (per GPU: ÷ TP)
+//! attention FLOPs = 4·L·H·hd·Σ (n_i·c_i + n_i²/2)                      (per GPU: ÷ TP)
+//! step time = T_step + T_seq·seqs + T_prefill·(sequences with n_i > 1)
+//!           + max(GEMM FLOPs / (peak·η_c(T)), weight bytes / (BW·η_m))       GEMMs: compute or weight streaming
+//!           + max(attention FLOPs / (peak·η_a), KV bytes / (BW·η_kv))        attention: compute or KV reads
+//!           + 2·L·(α + 2(TP−1)/TP · activation bytes / (link·η_link))          TP all-reduce
 //! ```
 //! `n_i` are the new tokens of sequence `i` in this step, `c_i` the tokens already in its KV cache, and
 //! `T = Σ n_i`. `η_c(T) = η_max·T/(T + T_half)` models GEMMs' poor utilisation at small token counts;
-//! together with the roofline `max` this makes small batches cost what streaming the weights costs,
-//! flat in the token count, as measured. Contract: a step always takes at least 1 ns, so the clock
-//! always advances.
+//! together with the roofline `max` this makes small batches cost what streaming the weights costs, flat
+//! in the token count, as measured. GEMMs and attention are separate kernels that run one after the other,
+//! so each is its own roofline and their times add. The η's, fixed costs and link terms are an
+//! [`Efficiency`]: published defaults here, fitted per GPU × model × TP × precision by `fleetsim calibrate`
+//! (see [`super::profile`]). Contract: a step always takes at least 1 ns, so the clock always advances.
 
 use serde::{Deserialize, Serialize};
 
 use super::gpu::{GpuId, GpuSpec};
 use super::model::{ModelId, ModelSpec};
+use super::profile::{self, Profile, ProfileKey, Provenance};
 use crate::time::SimDuration;
 
 /// Numeric format of the weights and the KV cache.
@@ -53,14 +59,18 @@ impl Precision {
 
 /// Efficiencies and fixed costs that turn datasheet peaks into step times.
 ///
-/// Defaults are published figures, not yet a fit (the calibration profiles replace them):
+/// The defaults are published figures, used where no fitted profile applies:
 /// - BF16 GEMMs reach about 0.70–0.77 of peak at ≥ 2k tokens on A100/H100 (NVIDIA's and AIConfigurator's
 ///   GEMM tables); `compute_half_tokens = 64` puts 0.97·η_max at 2,048 tokens.
 /// - Decode streams weights at about 0.75–0.87 of HBM bandwidth at TP 1–2 (Llama-3-8B batch-1 decode on H100:
 ///   6.0 ms for 16.1 GB, i.e. 0.80 of 3.35 TB/s; AIConfigurator's composed step times).
+/// - Causal attention forward: FlashAttention-2 reaches 50–73% of A100's peak and FlashAttention-3 up to 75%
+///   of H100's (Dao 2023; Shah et al. 2024): 0.5 as the conservative default.
 /// - All-reduce: about 0.7 of link bandwidth and ~8 µs latency for a small message on NVLink (vLLM custom
 ///   all-reduce measurements in AIConfigurator's tables).
 /// - A fixed per-step engine overhead (scheduling, sampling, launch) of ~0.4 ms in vLLM v1 with CUDA graphs.
+///
+/// Missing keys in a profile file take these defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Efficiency {
@@ -68,14 +78,23 @@ pub struct Efficiency {
     pub compute_max: f64,
     /// Batch tokens at which GEMM efficiency is half of `compute_max`.
     pub compute_half_tokens: f64,
-    /// Fraction of peak memory bandwidth reached when streaming weights and KV.
+    /// Fraction of peak memory bandwidth reached when streaming weights.
     pub memory: f64,
+    /// Fraction of tensor peak reached by attention's query–key and score–value products.
+    pub attention: f64,
+    /// Fraction of peak memory bandwidth reached when attention reads and writes the KV cache.
+    pub kv_memory: f64,
     /// Fraction of link bandwidth reached by all-reduce.
     pub link: f64,
     /// Latency of one all-reduce, seconds.
     pub allreduce_latency_s: f64,
     /// Fixed engine overhead per step, seconds.
     pub step_overhead_s: f64,
+    /// Fixed time per sequence in the batch (sampling and per-request bookkeeping), seconds.
+    pub seq_overhead_s: f64,
+    /// Extra fixed time per sequence that computes a prompt chunk (more than one new token): per-request
+    /// prompt setup outside the CUDA graphs captured for decode batches, seconds.
+    pub prefill_seq_overhead_s: f64,
 }
 
 impl Default for Efficiency {
@@ -84,9 +103,13 @@ impl Default for Efficiency {
             compute_max: 0.75,
             compute_half_tokens: 64.0,
             memory: 0.80,
+            attention: 0.50,
+            kv_memory: 0.80,
             link: 0.70,
             allreduce_latency_s: 8e-6,
             step_overhead_s: 0.4e-3,
+            seq_overhead_s: 0.0,
+            prefill_seq_overhead_s: 0.0,
         }
     }
 }
@@ -100,6 +123,7 @@ impl Efficiency {
             GpuId::Mi300x => Efficiency {
                 compute_max: 0.60,
                 memory: 0.75,
+                kv_memory: 0.75,
                 ..Efficiency::default()
             },
             // PCIe all-reduce: higher latency, no NVLink.
@@ -110,6 +134,43 @@ impl Efficiency {
             _ => Efficiency::default(),
         }
     }
+
+    /// Checks that fractions lie in (0, 1] and times and token counts are finite and not negative.
+    /// `Err((key, message))`.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let fractions = [
+            ("compute_max", self.compute_max),
+            ("memory", self.memory),
+            ("attention", self.attention),
+            ("kv_memory", self.kv_memory),
+            ("link", self.link),
+        ];
+        for (key, v) in fractions {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err((key, format!("expected a fraction in (0, 1], got {v}")));
+            }
+        }
+        let non_negative = [
+            ("compute_half_tokens", self.compute_half_tokens),
+            ("allreduce_latency_s", self.allreduce_latency_s),
+            ("step_overhead_s", self.step_overhead_s),
+            ("prefill_seq_overhead_s", self.prefill_seq_overhead_s),
+            ("seq_overhead_s", self.seq_overhead_s),
+        ];
+        for (key, v) in non_negative {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err((key, format!("expected a number at least 0, got {v}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Seconds of one all-reduce of `bytes` across `tp` GPUs (`tp` ≥ 2): latency plus the ring's
+/// 2(TP−1)/TP of the message over each GPU's link.
+pub fn allreduce_seconds(gpu: GpuId, tp: u32, bytes: f64, e: &Efficiency) -> f64 {
+    let tpf = f64::from(tp);
+    e.allreduce_latency_s + 2.0 * (tpf - 1.0) / tpf * bytes / (gpu.spec().link_bw * e.link)
 }
 
 /// The composition of one batch, accumulated by the scheduler in O(batch).
@@ -119,6 +180,8 @@ pub struct StepShape {
     pub tokens: u64,
     /// Sequences in the batch (each samples at most one token).
     pub seqs: u64,
+    /// Sequences computing more than one token (prompt chunks).
+    pub prefill_seqs: u64,
     /// Σ c_i: tokens already in the KV cache of the batch's sequences (read by attention).
     pub context_tokens: u64,
     /// Σ (n_i·c_i + n_i²/2): query–key pairs of causal attention.
@@ -130,6 +193,9 @@ impl StepShape {
     pub fn add(&mut self, new: u64, context: u64) {
         self.tokens += new;
         self.seqs += 1;
+        if new > 1 {
+            self.prefill_seqs += 1;
+        }
         self.context_tokens += context;
         let n = new as f64;
         self.attention_pairs += n * context as f64 + n * n / 2.0;
@@ -144,6 +210,8 @@ pub struct PerfModel {
     pub tp: u32,
     pub precision: Precision,
     pub eff: Efficiency,
+    /// Where `eff` comes from.
+    pub provenance: Provenance,
     // Derived once; all per GPU.
     peak_flops: f64,
     mem_bw: f64,
@@ -180,6 +248,7 @@ impl PerfModel {
             tp,
             precision,
             eff,
+            provenance: Provenance::defaults(),
             peak_flops: peak,
             mem_bw: g.memory_bw,
             dense_weight_bytes: dense_params * bytes / tpf,
@@ -206,6 +275,32 @@ impl PerfModel {
         Self::new(gpu, model, tp, precision, Efficiency::for_gpu(gpu))
     }
 
+    /// Builds the model with the built-in profile fitted to this configuration, or the nearest one spec-scaled
+    /// ([`profile::resolve`]).
+    pub fn calibrated(gpu: GpuId, model: ModelId, tp: u32, precision: Precision) -> Self {
+        let key = ProfileKey {
+            gpu,
+            model,
+            tp,
+            precision,
+        };
+        let (eff, provenance) = profile::resolve(key);
+        Self::new(gpu, model, tp, precision, eff).with_provenance(provenance)
+    }
+
+    /// Builds the model from a profile file's efficiencies; `name` says where it came from.
+    pub fn from_profile(p: &Profile, name: String) -> Self {
+        Self::new(p.gpu, p.model, p.tp, p.precision, p.efficiency).with_provenance(Provenance {
+            profile: name,
+            calibrated: true,
+        })
+    }
+
+    fn with_provenance(mut self, provenance: Provenance) -> Self {
+        self.provenance = provenance;
+        self
+    }
+
     /// KV-cache bytes one token occupies on each GPU of the replica.
     pub fn kv_bytes_per_token_per_gpu(&self) -> f64 {
         self.kv_bytes_per_token
@@ -227,13 +322,11 @@ impl PerfModel {
             return 0.0;
         }
         let m = self.model.spec();
+        let e = &self.eff;
         let t = s.tokens as f64;
-        let flops = self.block_flops_per_token * t
-            + self.head_flops_per_seq * s.seqs as f64
-            + self.attn_flops_per_pair * s.attention_pairs;
-        let eta_c = self.eff.compute_max * t / (t + self.eff.compute_half_tokens);
-        let compute_s = flops / (self.peak_flops * eta_c);
 
+        let gemm_flops = self.block_flops_per_token * t + self.head_flops_per_seq * s.seqs as f64;
+        let eta_c = e.compute_max * t / (t + e.compute_half_tokens);
         let expert_bytes = if m.is_moe() {
             // Each token picks k of E experts per layer; with T tokens the expected fraction of experts touched
             // is 1 − (1 − k/E)^T.
@@ -242,20 +335,27 @@ impl PerfModel {
         } else {
             0.0
         };
+        let gemm_s = (gemm_flops / (self.peak_flops * eta_c))
+            .max((self.dense_weight_bytes + expert_bytes) / (self.mem_bw * e.memory));
+
+        let attn_flops = self.attn_flops_per_pair * s.attention_pairs;
         let kv_bytes = self.kv_bytes_per_token * (s.context_tokens as f64 + t);
-        let memory_s =
-            (self.dense_weight_bytes + expert_bytes + kv_bytes) / (self.mem_bw * self.eff.memory);
+        let attn_s = (attn_flops / (self.peak_flops * e.attention))
+            .max(kv_bytes / (self.mem_bw * e.kv_memory));
 
         let comm_s = if self.tp > 1 {
-            let tpf = f64::from(self.tp);
-            let per_reduce = 2.0 * (tpf - 1.0) / tpf * self.allreduce_bytes_per_token * t
-                / (self.gpu.spec().link_bw * self.eff.link)
-                + self.eff.allreduce_latency_s;
+            let per_reduce =
+                allreduce_seconds(self.gpu, self.tp, self.allreduce_bytes_per_token * t, e);
             2.0 * f64::from(m.layers) * per_reduce
         } else {
             0.0
         };
-        self.eff.step_overhead_s + compute_s.max(memory_s) + comm_s
+        e.step_overhead_s
+            + e.seq_overhead_s * s.seqs as f64
+            + e.prefill_seq_overhead_s * s.prefill_seqs as f64
+            + gemm_s
+            + attn_s
+            + comm_s
     }
 
     /// Time to prefill `prompt` tokens in one step on an idle worker, with `cached` tokens already in cache.

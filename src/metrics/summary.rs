@@ -141,6 +141,11 @@ pub struct WorkerSummary {
     pub model: String,
     pub tp: u32,
     pub precision: String,
+    /// The step-time profile used: a configuration, `spec-scaled from …`, a profile file, or
+    /// `published defaults`.
+    pub profile: String,
+    /// Whether that profile was fitted to measurements of this very configuration.
+    pub calibrated: bool,
     pub busy_fraction: f64,
     pub requests: u64,
     /// Fraction of all completed requests this worker served.
@@ -338,13 +343,18 @@ impl Summary {
         }
         let _ = writeln!(
             o,
-            "\n| worker | gpu | model | busy | requests | share | KV blocks | KV peak | preemptions | evictions |"
+            "\n| worker | gpu | model | step times | busy | requests | share | KV blocks | KV peak | preemptions | evictions |"
         );
-        let _ = writeln!(o, "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(o, "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
         for w in &self.workers {
+            let profile = if w.calibrated {
+                format!("calibrated: {}", w.profile)
+            } else {
+                format!("uncalibrated: {}", w.profile)
+            };
             let _ = writeln!(
                 o,
-                "| {} | {} ×{} {} | {} | {:.1}% | {} | {:.1}% | {} | {:.1}% | {} | {} |",
+                "| {} | {} ×{} {} | {} | {profile} | {:.1}% | {} | {:.1}% | {} | {:.1}% | {} | {} |",
                 w.id,
                 w.gpu,
                 w.tp,

@@ -10,6 +10,7 @@
 //! - [`trace`]: trace readers (Mooncake, Azure, BurstGPT, Vidur, fleetsim's own) and replay.
 //! - [`spec`]: the scenario's `[workload]` table and the factory that builds one of the above.
 
+pub mod concurrency;
 pub mod dist;
 pub mod rate_curve;
 pub mod sessions;
@@ -21,9 +22,10 @@ use crate::metrics::record::RequestRecord;
 use crate::request::Request;
 use crate::time::SimTime;
 
+pub use concurrency::ClosedLoop;
 pub use sessions::{SessionConfig, SessionMode, Sessions};
-pub use spec::{BuiltWorkload, WorkloadKind, WorkloadSpec};
-pub use synthetic::{OpenLoop, OpenLoopConfig, SharedPrefix};
+pub use spec::{BuiltWorkload, ClosedLoopConfig, WorkloadKind, WorkloadSpec};
+pub use synthetic::{OpenLoop, OpenLoopConfig, RequestSampler, SharedPrefix};
 
 /// A source of requests.
 pub trait Workload: Send {

@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::dist::{DurationSpec, LengthSpec};
+use super::concurrency::ClosedLoop;
+use super::dist::{DurationSpec, LengthDist, LengthSpec};
 use super::rate_curve::{RateCurve, RateCurveSpec};
 use super::sessions::{SegmentPool, SessionConfig, SessionMode, SessionRows, Sessions};
+use super::synthetic::RequestSampler;
 use super::trace::{
     self, Replay, RowStream, Timing, TraceError, TraceFormat, TraceOptions, TraceRow,
 };
@@ -20,10 +22,11 @@ use crate::rng;
 use crate::time::{SimDuration, SimTime};
 
 /// Kinds of workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkloadKind {
     /// Open loop, Poisson arrivals at `rate`.
+    #[default]
     Poisson,
     /// Open loop, gamma-distributed gaps at `rate` with coefficient of variation `cv`.
     Gamma,
@@ -31,6 +34,9 @@ pub enum WorkloadKind {
     Sessions,
     /// A trace file replayed ([`super::trace`]).
     Trace,
+    /// Closed loop: `clients` clients, each sending its next request when its previous one finishes
+    /// ([`super::concurrency`]).
+    Concurrency,
 }
 
 impl WorkloadKind {
@@ -40,6 +46,7 @@ impl WorkloadKind {
             WorkloadKind::Gamma => "gamma",
             WorkloadKind::Sessions => "sessions",
             WorkloadKind::Trace => "trace",
+            WorkloadKind::Concurrency => "concurrency",
         }
     }
 
@@ -63,6 +70,9 @@ impl WorkloadKind {
                 "mode",
                 "max_context",
             ],
+            WorkloadKind::Concurrency => {
+                &["clients", "requests", "prompt", "output", "shared_prefix"]
+            }
             WorkloadKind::Trace => &[
                 "path",
                 "format",
@@ -79,7 +89,7 @@ impl WorkloadKind {
 
 /// The `[workload]` table. Flat, with the keys each kind takes checked by [`WorkloadSpec::validate`], so
 /// that the parser can point at the exact value that is wrong.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadSpec {
     pub kind: WorkloadKind,
@@ -97,9 +107,16 @@ pub struct WorkloadSpec {
     /// Output tokens of each request or answer.
     #[serde(default)]
     pub output: Option<LengthSpec>,
-    /// Groups of requests that share a prefix (`poisson`, `gamma`).
+    /// Groups of requests that share a prefix (`poisson`, `gamma`, `concurrency`).
     #[serde(default)]
     pub shared_prefix: Option<SharedPrefix>,
+
+    /// Concurrent clients (`concurrency`).
+    #[serde(default)]
+    pub clients: Option<PositiveInt>,
+    /// Requests to send in all (`concurrency`; the scenario's `max_requests` caps every kind).
+    #[serde(default)]
+    pub requests: Option<PositiveInt>,
 
     /// New conversations per second (`sessions`).
     #[serde(default)]
@@ -162,6 +179,17 @@ pub struct WorkloadSpec {
     pub base_dir: PathBuf,
 }
 
+/// Settings of the closed-loop fixed-concurrency workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClosedLoopConfig {
+    pub clients: PositiveInt,
+    /// Requests to send in all, if capped here.
+    pub requests: Option<PositiveInt>,
+    pub prompt: LengthDist,
+    pub output: LengthDist,
+    pub shared_prefix: Option<SharedPrefix>,
+}
+
 /// A workload ready to run, and what building it had to say (skipped trace lines).
 pub struct BuiltWorkload {
     pub workload: Box<dyn Workload>,
@@ -176,8 +204,10 @@ fn at(key: &str, message: impl Into<String>) -> Field {
 
 impl WorkloadSpec {
     /// Which keys are present, by name.
-    fn present(&self) -> [(&'static str, bool); 23] {
+    fn present(&self) -> [(&'static str, bool); 25] {
         [
+            ("clients", self.clients.is_some()),
+            ("requests", self.requests.is_some()),
             ("rate", self.rate.is_some()),
             ("cv", self.cv.is_some()),
             ("prompt", self.prompt.is_some()),
@@ -251,6 +281,18 @@ impl WorkloadSpec {
         Ok(OpenLoopConfig {
             rate,
             cv,
+            prompt: self.length(&self.prompt, "prompt")?,
+            output: self.length(&self.output, "output")?,
+            shared_prefix: self.shared_prefix.clone(),
+        })
+    }
+
+    /// The closed-loop settings (`concurrency`), or `Err((field path, message))`.
+    pub fn closed_loop(&self) -> Result<ClosedLoopConfig, Field> {
+        let clients = self.clients.ok_or_else(|| self.missing("clients"))?;
+        Ok(ClosedLoopConfig {
+            clients,
+            requests: self.requests,
             prompt: self.length(&self.prompt, "prompt")?,
             output: self.length(&self.output, "output")?,
             shared_prefix: self.shared_prefix.clone(),
@@ -351,6 +393,7 @@ impl WorkloadSpec {
             WorkloadKind::Poisson | WorkloadKind::Gamma => self.open_loop().map(|_| ()),
             WorkloadKind::Sessions => self.sessions().map(|_| ()),
             WorkloadKind::Trace => self.trace(0).map(|_| ()),
+            WorkloadKind::Concurrency => self.closed_loop().map(|_| ()),
         }
     }
 
@@ -377,6 +420,19 @@ impl WorkloadSpec {
                 let cfg = self.sessions().map_err(field)?;
                 (
                     Box::new(Sessions::new(cfg, stream(), end, max_requests)),
+                    Vec::new(),
+                )
+            }
+            WorkloadKind::Concurrency => {
+                let cfg = self.closed_loop().map_err(field)?;
+                let sampler =
+                    RequestSampler::new(&cfg.prompt, &cfg.output, cfg.shared_prefix.as_ref());
+                let cap = match (cfg.requests.map(|r| u64::from(r.0)), max_requests) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                (
+                    Box::new(ClosedLoop::new(cfg.clients.0, sampler, stream(), end, cap)),
                     Vec::new(),
                 )
             }
@@ -414,6 +470,11 @@ impl WorkloadSpec {
             WorkloadKind::Sessions => {
                 let cfg = self.sessions().map_err(field)?;
                 Box::new(SessionRows::new(cfg, stream(), end, max_requests).map(Ok))
+            }
+            WorkloadKind::Concurrency => {
+                return Err(
+                    "workload.kind: a closed loop's arrivals depend on the simulated completions, so there is nothing to write without simulating".into(),
+                );
             }
             WorkloadKind::Trace => {
                 let (path, options) = self.trace(seed).map_err(field)?;

@@ -42,13 +42,59 @@ pub struct OpenLoopConfig {
     pub shared_prefix: Option<SharedPrefix>,
 }
 
+/// Draws what a synthetic request asks for: the optional shared prefix, then its own prompt text, then its
+/// output length, in that order from one random stream. Shared by the open- and closed-loop generators.
+#[derive(Clone, Debug)]
+pub struct RequestSampler {
+    prompt: LengthDist,
+    output: LengthDist,
+    prefix: Option<(SharedPrefix, Option<Zipf<f64>>)>,
+}
+
+impl RequestSampler {
+    /// A sampler of `prompt` and `output` lengths with optional shared prefixes (validated).
+    pub fn new(prompt: &LengthDist, output: &LengthDist, shared: Option<&SharedPrefix>) -> Self {
+        let prefix = shared.cloned().map(|p| {
+            let zipf = (p.zipf.0 > 0.0)
+                .then(|| Zipf::new(f64::from(p.groups.0), p.zipf.0).expect("validated zipf"));
+            (p, zipf)
+        });
+        RequestSampler {
+            prompt: prompt.clone(),
+            output: output.clone(),
+            prefix,
+        }
+    }
+
+    /// Request `id` arriving at `at`, its content and lengths drawn from `rng`.
+    pub fn sample(&self, rng: &mut SimRng, id: u64, at: SimTime) -> Request {
+        let mut segments = Vec::with_capacity(2);
+        if let Some((p, zipf)) = &self.prefix
+            && rng.random::<f64>() < p.fraction.0
+        {
+            let group = match zipf {
+                Some(z) => z.sample(rng) as u32 - 1,
+                None => rng.random_range(0..p.groups.0),
+            };
+            segments.push(Segment {
+                content: OpenLoop::prefix_content(group),
+                tokens: p.tokens.0,
+            });
+        }
+        segments.push(Segment {
+            content: OpenLoop::unique_content(id),
+            tokens: self.prompt.sample(rng),
+        });
+        let output = self.output.sample(rng);
+        Request::new(id, None, at, output, segments)
+    }
+}
+
 /// The open-loop generator: arrivals until the end of the arrival window or a request cap.
 pub struct OpenLoop {
     rng: SimRng,
     process: ArrivalProcess,
-    prompt: LengthDist,
-    output: LengthDist,
-    prefix: Option<(SharedPrefix, Option<Zipf<f64>>)>,
+    sampler: RequestSampler,
     clock: SimTime,
     end: SimTime,
     remaining: u64,
@@ -62,17 +108,10 @@ impl OpenLoop {
             Some(cv) => ArrivalProcess::gamma(cfg.rate.0, cv.0),
             None => ArrivalProcess::poisson(cfg.rate.0),
         };
-        let prefix = cfg.shared_prefix.clone().map(|p| {
-            let zipf = (p.zipf.0 > 0.0)
-                .then(|| Zipf::new(f64::from(p.groups.0), p.zipf.0).expect("validated zipf"));
-            (p, zipf)
-        });
         OpenLoop {
             rng,
             process,
-            prompt: cfg.prompt.clone(),
-            output: cfg.output.clone(),
-            prefix,
+            sampler: RequestSampler::new(&cfg.prompt, &cfg.output, cfg.shared_prefix.as_ref()),
             clock: SimTime::ZERO,
             end,
             remaining: max_requests.unwrap_or(u64::MAX),
@@ -85,7 +124,8 @@ impl OpenLoop {
         splitmix64(fnv1a(b"shared-prefix") ^ u64::from(group))
     }
 
-    fn unique_content(id: u64) -> u64 {
+    /// Content id of request `id`'s own prompt text.
+    pub fn unique_content(id: u64) -> u64 {
         splitmix64(fnv1a(b"prompt") ^ id)
     }
 }
@@ -104,25 +144,7 @@ impl Workload for OpenLoop {
         self.remaining -= 1;
         let id = self.next_id;
         self.next_id += 1;
-        let mut segments = Vec::with_capacity(2);
-        if let Some((p, zipf)) = &self.prefix
-            && self.rng.random::<f64>() < p.fraction.0
-        {
-            let group = match zipf {
-                Some(z) => z.sample(&mut self.rng) as u32 - 1,
-                None => self.rng.random_range(0..p.groups.0),
-            };
-            segments.push(Segment {
-                content: Self::prefix_content(group),
-                tokens: p.tokens.0,
-            });
-        }
-        segments.push(Segment {
-            content: Self::unique_content(id),
-            tokens: self.prompt.sample(&mut self.rng),
-        });
-        let output = self.output.sample(&mut self.rng);
-        Some(Request::new(id, None, at, output, segments))
+        Some(self.sampler.sample(&mut self.rng, id, at))
     }
 }
 

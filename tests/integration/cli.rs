@@ -151,3 +151,98 @@ fn malformed_scenarios_give_one_clear_line() {
     assert!(stderr.contains("workers"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn estimate_prints_the_contract_keys() {
+    let out = fleetsim()
+        .args([
+            "estimate",
+            "--gpu",
+            "h100",
+            "--model",
+            "llama-3.1-8b",
+            "--prompt",
+            "2000",
+            "--output",
+            "100",
+            "--concurrency",
+            "8",
+            "--json",
+        ])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    for key in [
+        "prefill_ms",
+        "decode_step_ms",
+        "kv_capacity_tokens",
+        "output_tokens_per_s",
+    ] {
+        assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key}: {v}");
+    }
+    for key in ["ttft_ms", "tpot_ms"] {
+        for stat in ["mean", "p50", "p99"] {
+            assert!(
+                v[key][stat].as_f64().is_some_and(|x| x > 0.0),
+                "{key}.{stat}: {v}"
+            );
+        }
+    }
+    assert_eq!(v["calibrated"], true);
+    assert_eq!(v["concurrency"], 8);
+}
+
+#[test]
+fn estimate_errors_are_one_clear_line() {
+    for (args, expect) in [
+        (
+            vec!["--gpu", "h900", "--model", "llama-3.1-8b"],
+            "unknown variant `h900`",
+        ),
+        (
+            vec!["--gpu", "h100", "--model", "llama-3.1-70b"],
+            "does not fit",
+        ),
+        (
+            vec!["--gpu", "h100", "--model", "llama-3.1-8b", "--tp", "3"],
+            "must be 1, 2, 4 or 8",
+        ),
+    ] {
+        let out = fleetsim()
+            .arg("estimate")
+            .args(args)
+            .args(["--prompt", "100", "--output", "10"])
+            .assert()
+            .failure();
+        let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+        assert!(
+            stderr.contains(expect) && !stderr.contains("panicked"),
+            "{stderr}"
+        );
+        assert_eq!(
+            stderr
+                .trim_end()
+                .lines()
+                .next()
+                .map(|l| l.starts_with("error")),
+            Some(true)
+        );
+    }
+}
+
+/// `calibrate --check` fits again and finds the committed profiles and report current.
+#[test]
+fn calibrate_check_finds_the_committed_files_current() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    fleetsim()
+        .arg("calibrate")
+        .arg("--data")
+        .arg(root.join("data/calibration"))
+        .arg("--profiles")
+        .arg(root.join("profiles"))
+        .arg("--report")
+        .arg(root.join("docs/calibration.md"))
+        .arg("--check")
+        .assert()
+        .success();
+}

@@ -1,11 +1,14 @@
 //! fleetsim's integration tests: one binary, one module per concern.
 
+mod calibration;
 mod cli;
+mod closed_loop;
 mod common;
 mod determinism;
 mod golden;
 mod invariants;
 mod prefix_cache;
+mod profiles;
 mod queueing;
 mod routing;
 mod sessions;

@@ -1,7 +1,6 @@
 //! Queueing theory: one worker serving identical requests one at a time is an M/D/1 queue.
 
 use crate::common::{SINGLE_WORKER, run, scenario};
-use fleetsim::hardware::{GpuId, ModelId, PerfModel, Precision};
 
 /// Mean wait in queue of M/D/1 (Pollaczek–Khinchine): ρ·D / (2(1 − ρ)).
 fn md1_wait(rho: f64, d: f64) -> f64 {
@@ -9,14 +8,17 @@ fn md1_wait(rho: f64, d: f64) -> f64 {
 }
 
 fn check(rho: f64, requests: u64) {
-    // Service time: one step prefilling 512 tokens (output = 1 token: the request ends with its first token).
-    let perf = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16);
-    let d = perf.step_time(&{
-        let mut s = fleetsim::hardware::StepShape::default();
-        s.add(512, 0);
-        s
-    });
-    let d = d.as_secs_f64();
+    let base = scenario(SINGLE_WORKER, &["workers[0].max_num_seqs=1"]);
+    // Service time: one step prefilling 512 tokens (output = 1 token: the request ends with its first token),
+    // on the step-time model the scenario's worker uses.
+    let d = base.workers[0]
+        .perf()
+        .step_time(&{
+            let mut s = fleetsim::hardware::StepShape::default();
+            s.add(512, 0);
+            s
+        })
+        .as_secs_f64();
     let rate = rho / d;
     let duration = requests as f64 / rate;
     let s = scenario(

@@ -1,0 +1,277 @@
+//! `fleetsim estimate`: one configuration's headline numbers, from the same simulation as `run`.
+//!
+//! Without a concurrency the numbers are those of a single request on an idle worker. With
+//! `concurrency = C` they are measured over a closed-loop run of C clients (the `concurrency` workload),
+//! each sending its next request when the previous one completes, as `vllm bench serve --max-concurrency C`
+//! does. Either way the requests go through [`Simulation`]: the estimate and a scenario run cannot disagree.
+
+use serde::Serialize;
+
+use crate::config::PositiveInt;
+use crate::engine::Simulation;
+use crate::hardware::{GpuId, ModelId, Precision, Profile};
+use crate::metrics::Summary;
+use crate::metrics::summary::round;
+use crate::routing::RouterSpec;
+use crate::scenario::{Scenario, Slo, WorkerGroup};
+use crate::time::SimDuration;
+use crate::workload::dist::{DistKind, LengthSpec};
+use crate::workload::{WorkloadKind, WorkloadSpec};
+
+/// What to estimate.
+#[derive(Clone, Debug)]
+pub struct EstimateRequest {
+    pub gpu: GpuId,
+    pub model: ModelId,
+    pub tp: u32,
+    pub precision: Precision,
+    /// Prompt tokens of every request.
+    pub prompt: u32,
+    /// Output tokens of every request.
+    pub output: u32,
+    /// Closed-loop clients; `None` for a single request on an idle worker.
+    pub concurrency: Option<u32>,
+    /// Requests of the closed-loop run (default: ten per client).
+    pub requests: Option<u32>,
+    /// A profile file to use instead of the built-in one: (name to report, profile).
+    pub profile: Option<(String, Profile)>,
+}
+
+/// Mean and percentiles of a latency, ms.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stats {
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+}
+
+/// `estimate --json`: the keys of ARCHITECTURE §2.3, plus what was estimated and with which profile.
+#[derive(Clone, Debug, Serialize)]
+pub struct Estimate {
+    pub gpu: String,
+    pub model: String,
+    pub tp: u32,
+    pub precision: String,
+    /// The step-time profile used (as in `summary.json`'s `workers[]`).
+    pub profile: String,
+    pub calibrated: bool,
+    pub prompt_tokens: u32,
+    pub output_tokens: u32,
+    /// Clients of the closed-loop run (1: a single request).
+    pub concurrency: u32,
+    /// Requests completed in the run the latencies come from.
+    pub requests: u64,
+    /// Time to prefill the prompt on an idle worker (chunked under the token budget), to its first token.
+    pub prefill_ms: f64,
+    /// One decode step of `concurrency` sequences, each with the mean context of generation
+    /// (prompt + output / 2).
+    pub decode_step_ms: f64,
+    /// Tokens of KV cache one worker holds.
+    pub kv_capacity_tokens: u64,
+    /// Output tokens per second of simulated time over the run.
+    pub output_tokens_per_s: f64,
+    pub ttft_ms: Stats,
+    pub tpot_ms: Stats,
+}
+
+impl Estimate {
+    /// `estimate --json`: pretty-printed, newline-terminated.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("an estimate serialises");
+        s.push('\n');
+        s
+    }
+
+    /// The estimate as a short Markdown table.
+    pub fn to_markdown(&self) -> String {
+        use std::fmt::Write;
+        let mut o = String::new();
+        let calibrated = if self.calibrated {
+            "calibrated"
+        } else {
+            "uncalibrated"
+        };
+        let _ = writeln!(
+            o,
+            "# {} × {} tp {} {}: prompt {}, output {}, concurrency {}\n",
+            self.gpu,
+            self.model,
+            self.tp,
+            self.precision,
+            self.prompt_tokens,
+            self.output_tokens,
+            self.concurrency
+        );
+        let _ = writeln!(o, "Step times: {calibrated} ({}).\n", self.profile);
+        let _ = writeln!(o, "| metric | value |\n|---|---:|");
+        let _ = writeln!(o, "| prefill (idle worker) | {:.2} ms |", self.prefill_ms);
+        let _ = writeln!(
+            o,
+            "| decode step (batch {}) | {:.2} ms |",
+            self.concurrency, self.decode_step_ms
+        );
+        let _ = writeln!(o, "| KV capacity | {} tokens |", self.kv_capacity_tokens);
+        let _ = writeln!(o, "| output tokens/s | {:.1} |", self.output_tokens_per_s);
+        for (name, s) in [("TTFT", &self.ttft_ms), ("TPOT", &self.tpot_ms)] {
+            let _ = writeln!(
+                o,
+                "| {name} mean / p50 / p99 | {:.2} / {:.2} / {:.2} ms |",
+                s.mean, s.p50, s.p99
+            );
+        }
+        let _ = writeln!(o, "\nRequests simulated: {}.", self.requests);
+        o
+    }
+}
+
+fn fixed(tokens: u32) -> LengthSpec {
+    LengthSpec {
+        dist: Some(DistKind::Fixed),
+        tokens: Some(PositiveInt(tokens)),
+        ..LengthSpec::default()
+    }
+}
+
+/// Runs `clients` closed-loop clients sending `requests` requests to one worker of `group`.
+fn simulate(
+    group: &WorkerGroup,
+    prompt: u32,
+    output: u32,
+    clients: u32,
+    requests: u32,
+) -> Result<Summary, String> {
+    let scenario = Scenario {
+        name: "estimate".into(),
+        seed: 0,
+        // The request cap ends the run; the window only has to outlast it.
+        duration: SimDuration::from_secs(10 * 365 * 24 * 3600),
+        max_requests: None,
+        workers: vec![group.clone()],
+        workload: WorkloadSpec {
+            kind: WorkloadKind::Concurrency,
+            clients: Some(PositiveInt(clients)),
+            requests: Some(PositiveInt(requests)),
+            prompt: Some(fixed(prompt)),
+            output: Some(fixed(output)),
+            ..WorkloadSpec::default()
+        },
+        router: RouterSpec::default(),
+        policies: Default::default(),
+        slo: Slo::default(),
+    };
+    scenario.validate().map_err(|(_, message)| message)?;
+    let summary = Simulation::from_scenario(&scenario)?
+        .run(&mut |_| {})
+        .summary;
+    if summary.requests.completed != u64::from(requests) {
+        return Err(format!(
+            "a request of {prompt} + {output} tokens does not fit the worker's KV cache ({} of {requests} rejected)",
+            summary.requests.rejected
+        ));
+    }
+    Ok(summary)
+}
+
+/// Estimates `req`, or says why it cannot (the model does not fit, a request is longer than the KV cache).
+pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
+    let mut group = WorkerGroup::single(req.gpu, req.model, req.tp, req.precision);
+    if let Some((name, p)) = &req.profile {
+        group.use_profile(name.clone(), p.clone())?;
+    }
+    let perf = group.perf();
+    let idle = simulate(&group, req.prompt, req.output, 1, 1)?;
+    let clients = req.concurrency.unwrap_or(1);
+    let loaded = match req.concurrency {
+        None => idle.clone(),
+        Some(c) => simulate(
+            &group,
+            req.prompt,
+            req.output,
+            c,
+            req.requests.unwrap_or(c.saturating_mul(10)),
+        )?,
+    };
+    let stats = |d: &crate::metrics::summary::Dist| Stats {
+        mean: d.mean,
+        p50: d.p50,
+        p99: d.p99,
+    };
+    let context = u64::from(req.prompt) + u64::from(req.output) / 2;
+    Ok(Estimate {
+        gpu: req.gpu.as_str().into(),
+        model: req.model.as_str().into(),
+        tp: req.tp,
+        precision: req.precision.as_str().into(),
+        profile: perf.provenance.profile.clone(),
+        calibrated: perf.provenance.calibrated,
+        prompt_tokens: req.prompt,
+        output_tokens: req.output,
+        concurrency: clients,
+        requests: loaded.requests.completed,
+        prefill_ms: idle.ttft_ms.mean,
+        decode_step_ms: round(
+            perf.decode_step_seconds(u64::from(clients), context) * 1e3,
+            6,
+        ),
+        kv_capacity_tokens: u64::from(group.kv_blocks()?) * u64::from(group.block_size.0),
+        output_tokens_per_s: loaded.throughput.output_tokens_per_s,
+        ttft_ms: stats(&loaded.ttft_ms),
+        tpot_ms: stats(&loaded.tpot_ms),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(concurrency: Option<u32>) -> EstimateRequest {
+        EstimateRequest {
+            gpu: GpuId::H100,
+            model: ModelId::Llama31_8b,
+            tp: 1,
+            precision: Precision::Bf16,
+            prompt: 1000,
+            output: 100,
+            concurrency,
+            requests: None,
+            profile: None,
+        }
+    }
+
+    #[test]
+    fn a_single_request_takes_its_prefill_then_one_decode_step_per_token() {
+        let e = estimate(&req(None)).unwrap();
+        assert!(e.calibrated);
+        assert_eq!(e.profile, "h100/llama-3.1-8b/tp1/bf16");
+        assert_eq!((e.concurrency, e.requests), (1, 1));
+        assert_eq!(e.ttft_ms.mean, e.prefill_ms);
+        // Every decode step of a lone request sees about the same context: TPOT ≈ one step.
+        assert!(
+            (e.tpot_ms.mean / e.decode_step_ms - 1.0).abs() < 0.02,
+            "{e:?}"
+        );
+        let e2e_s = (e.ttft_ms.mean + 99.0 * e.tpot_ms.mean) / 1e3;
+        assert!((e.output_tokens_per_s * e2e_s / 100.0 - 1.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn concurrency_trades_latency_for_throughput() {
+        let one = estimate(&req(None)).unwrap();
+        let many = estimate(&req(Some(32))).unwrap();
+        assert_eq!((many.concurrency, many.requests), (32, 320));
+        assert!(many.output_tokens_per_s > 10.0 * one.output_tokens_per_s);
+        assert!(many.tpot_ms.mean > one.tpot_ms.mean);
+        assert!(many.ttft_ms.p99 > one.ttft_ms.p99);
+        assert_eq!(many.prefill_ms, one.prefill_ms);
+    }
+
+    #[test]
+    fn impossible_configurations_say_why() {
+        let mut r = req(None);
+        r.model = ModelId::Llama31_70b;
+        assert!(estimate(&r).unwrap_err().contains("does not fit"));
+        let mut r = req(None);
+        r.prompt = 2_000_000;
+        assert!(estimate(&r).unwrap_err().contains("KV cache"));
+    }
+}
