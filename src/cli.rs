@@ -294,6 +294,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
                 concurrency,
                 requests,
                 profile,
+                max_num_seqs: None,
             })
             .map_err(anyhow::Error::msg)?;
             print!("{}", if json { e.to_json() } else { e.to_markdown() });
@@ -425,8 +426,24 @@ fn calibrate(data: &Path, profiles: &Path, report: Option<&Path>, check: bool) -
     print!("{}", calibration::report::profiles_table(&c));
     let (median, max) = c.published_errors();
     println!(
-        "published held-out points: {}, median error {:.1}%, max {:.1}%",
+        "published Splitwise points (held out of the fit): {}, median error {:.1}%, max {:.1}%",
         c.published.len(),
+        median * 100.0,
+        max * 100.0
+    );
+    for r in &c.external {
+        println!(
+            "published {}: {} predicted {:.1} ({:+.1}%)",
+            r.point.label(),
+            r.point.published,
+            r.predicted,
+            r.error() * 100.0
+        );
+    }
+    let (median, max) = c.external_errors();
+    println!(
+        "published end-to-end points (in none of the data): {}, median error {:.1}%, max {:.1}%",
+        c.external.len(),
         median * 100.0,
         max * 100.0
     );

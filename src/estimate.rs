@@ -35,6 +35,9 @@ pub struct EstimateRequest {
     pub requests: Option<u32>,
     /// A profile file to use instead of the built-in one: (name to report, profile).
     pub profile: Option<(String, Profile)>,
+    /// The engine's sequence cap (default: vLLM's 256); raise it to measure a large-batch engine's
+    /// maximum throughput.
+    pub max_num_seqs: Option<u32>,
 }
 
 /// Mean and percentiles of a latency, ms.
@@ -178,6 +181,9 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
     if let Some((name, p)) = &req.profile {
         group.use_profile(name.clone(), p.clone())?;
     }
+    if let Some(n) = req.max_num_seqs {
+        group.max_num_seqs = PositiveInt(n.max(1));
+    }
     let perf = group.perf();
     let idle = simulate(&group, req.prompt, req.output, 1, 1)?;
     let clients = req.concurrency.unwrap_or(1);
@@ -235,6 +241,7 @@ mod tests {
             concurrency,
             requests: None,
             profile: None,
+            max_num_seqs: None,
         }
     }
 

@@ -12,6 +12,7 @@
 //! bytes, which a test checks against the committed profiles and report.
 
 pub mod data;
+pub mod external;
 pub mod fit;
 pub mod report;
 
@@ -111,12 +112,20 @@ pub struct Calibration {
     pub cross_stack: Vec<CrossStack>,
     /// Splitwise rows left out as anomalous.
     pub excluded_rows: usize,
+    /// Published end-to-end measurements outside the data, predicted by the simulator.
+    pub external: Vec<external::ExternalResult>,
 }
 
 impl Calibration {
     /// Median and largest |error| over the published held-out points.
     pub fn published_errors(&self) -> (f64, f64) {
         let errors: Vec<f64> = self.published.iter().map(|p| p.error().abs()).collect();
+        median_and_max(&errors)
+    }
+
+    /// Median and largest |error| over the published end-to-end measurements outside the data.
+    pub fn external_errors(&self) -> (f64, f64) {
+        let errors: Vec<f64> = self.external.iter().map(|p| p.error().abs()).collect();
         median_and_max(&errors)
     }
 }
@@ -232,12 +241,17 @@ pub fn calibrate(dir: &Path) -> Result<Calibration, CalibrationError> {
         })
         .collect();
 
+    let external = external::predict_all().map_err(|message| CalibrationError {
+        location: "published end-to-end points".into(),
+        message,
+    })?;
     Ok(Calibration {
         allreduce,
         profiles,
         published,
         cross_stack,
         excluded_rows: sw.excluded_rows,
+        external,
     })
 }
 

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::data::Role;
-use super::{Calibration, TARGET_MAX_ERROR, TARGET_MEDIAN_ERROR};
+use super::{Calibration, TARGET_MAX_ERROR, TARGET_MEDIAN_ERROR, external};
 use crate::hardware::profile::{ProfileKey, resolve_among};
 use crate::hardware::{GpuId, ModelId, Precision, Profile};
 
@@ -25,6 +25,7 @@ pub fn markdown(c: &Calibration) -> String {
          A test regenerates it and fails if this file differs._\n"
     );
     intro(&mut o, c);
+    external(&mut o, c);
     published(&mut o, c);
     summary(&mut o, c);
     allreduce(&mut o, c);
@@ -72,10 +73,57 @@ fn intro(o: &mut String, c: &Calibration) {
     );
 }
 
+fn external(o: &mut String, c: &Calibration) {
+    let _ = writeln!(
+        o,
+        "## Published end-to-end measurements (held out: in none of the data)\n\n\
+         Each configuration is run through `fleetsim estimate` (the same simulation as `run`) with the \
+         profile the catalogue resolves for it. None of these configurations has a fitted profile of its \
+         own: each borrows the nearest fitted one (*spec-scaled*: its efficiencies on this GPU's datasheet \
+         numbers; for FP8, its GEMM efficiencies scaled by the FP8-to-BF16 ratios measured in \
+         AIConfigurator's kernel database, `src/hardware/fp8.rs`). LLaMA-7B is modelled by the identical \
+         `llama-2-7b` shape, its FP16 by BF16. Maximum throughput: a closed loop of {} clients, {} requests \
+         each, with the sequence cap raised to {} (TensorRT-LLM's throughput runs use a large maximum \
+         batch); vLLM's other defaults.\n",
+        external::SATURATION_CLIENTS,
+        external::SATURATION_ROUNDS,
+        external::SATURATION_CLIENTS
+    );
+    let _ = writeln!(
+        o,
+        "| point | source | published | predicted | error | profile used |\n|---|---|---:|---:|---:|---|"
+    );
+    for r in &c.external {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {:.1} | {} | {} |",
+            r.point.label(),
+            r.point.source,
+            r.point.published,
+            r.predicted,
+            signed_pct(r.error()),
+            r.profile
+        );
+    }
+    let (med, max) = c.external_errors();
+    let verdict = |ok: bool| if ok { "met" } else { "**not met**" };
+    let _ = writeln!(
+        o,
+        "\nOver these {} points: median |error| {} (target ≤ {}: {}), largest {} (target ≤ {}: {}).\n",
+        c.external.len(),
+        pct(med),
+        pct(TARGET_MEDIAN_ERROR),
+        verdict(med <= TARGET_MEDIAN_ERROR),
+        pct(max),
+        pct(TARGET_MAX_ERROR),
+        verdict(max <= TARGET_MAX_ERROR)
+    );
+}
+
 fn published(o: &mut String, c: &Calibration) {
     let _ = writeln!(
         o,
-        "## Published held-out points\n\n\
+        "## Published Splitwise points (held out of the fit)\n\n\
          Llama-2-70B values quoted from the Splitwise measurements, none of them fitted. *Recomputed* is the \
          median of the rows the value summarises (equal to the quoted value up to its rounding); *predicted* \
          is the median of the profile's predictions for the same rows.\n"

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "lowercase")]
 pub enum GpuId {
     A100,
+    #[serde(rename = "a100-40gb")]
+    A100_40gb,
     H100,
     H200,
     B200,
@@ -16,8 +18,9 @@ pub enum GpuId {
 
 impl GpuId {
     /// Every GPU, in catalogue order.
-    pub const ALL: [GpuId; 6] = [
+    pub const ALL: [GpuId; 7] = [
         GpuId::A100,
+        GpuId::A100_40gb,
         GpuId::H100,
         GpuId::H200,
         GpuId::B200,
@@ -34,6 +37,7 @@ impl GpuId {
     pub fn spec(self) -> &'static GpuSpec {
         match self {
             GpuId::A100 => &A100,
+            GpuId::A100_40gb => &A100_40GB,
             GpuId::H100 => &H100,
             GpuId::H200 => &H200,
             GpuId::B200 => &B200,
@@ -78,6 +82,18 @@ pub static A100: GpuSpec = GpuSpec {
     memory_bw: 2.039e12,
     link_bw: 300e9,
     source: "NVIDIA A100 datasheet (2021): 312 TFLOPS dense BF16, 80 GB HBM2e at 2,039 GB/s, NVLink 3 600 GB/s bidirectional",
+};
+
+/// NVIDIA A100-SXM4-40GB: the A100's compute with less and slower HBM2.
+pub static A100_40GB: GpuSpec = GpuSpec {
+    id: "a100-40gb",
+    name: "NVIDIA A100-SXM4-40GB",
+    bf16_flops: 312e12,
+    fp8_flops: None,
+    memory_bytes: 40.0 * GIB,
+    memory_bw: 1.555e12,
+    link_bw: 300e9,
+    source: "NVIDIA A100 datasheet (2021): 312 TFLOPS dense BF16, 40 GB HBM2 at 1,555 GB/s, NVLink 3 600 GB/s bidirectional",
 };
 
 /// NVIDIA H100-SXM5-80GB.

@@ -1,5 +1,6 @@
 //! Hardware: the GPU and model catalogues, the step-time model built on them, and its calibrated profiles.
 
+pub mod fp8;
 pub mod gpu;
 pub mod model;
 pub mod perf;

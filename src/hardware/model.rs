@@ -9,6 +9,8 @@ pub enum ModelId {
     Llama31_8b,
     #[serde(rename = "llama-3.1-70b")]
     Llama31_70b,
+    #[serde(rename = "llama-2-7b")]
+    Llama2_7b,
     #[serde(rename = "llama-2-70b")]
     Llama2_70b,
     #[serde(rename = "qwen3-8b")]
@@ -23,9 +25,10 @@ pub enum ModelId {
 
 impl ModelId {
     /// Every model, in catalogue order.
-    pub const ALL: [ModelId; 7] = [
+    pub const ALL: [ModelId; 8] = [
         ModelId::Llama31_8b,
         ModelId::Llama31_70b,
+        ModelId::Llama2_7b,
         ModelId::Llama2_70b,
         ModelId::Qwen3_8b,
         ModelId::Qwen3_32b,
@@ -43,6 +46,7 @@ impl ModelId {
         match self {
             ModelId::Llama31_8b => &LLAMA31_8B,
             ModelId::Llama31_70b => &LLAMA31_70B,
+            ModelId::Llama2_7b => &LLAMA2_7B,
             ModelId::Llama2_70b => &LLAMA2_70B,
             ModelId::Qwen3_8b => &QWEN3_8B,
             ModelId::Qwen3_32b => &QWEN3_32B,
@@ -140,6 +144,23 @@ pub static LLAMA31_8B: ModelSpec = ModelSpec {
     head_dim: 128,
     intermediate: 14336,
     vocab: 128256,
+    experts: 1,
+    experts_per_token: 1,
+    tied_embeddings: false,
+};
+
+/// meta-llama/Llama-2-7b-hf: 6.74 B parameters, multi-head attention (as many KV heads as query heads);
+/// the original LLaMA-7B has the same shape.
+pub static LLAMA2_7B: ModelSpec = ModelSpec {
+    id: "llama-2-7b",
+    source: "huggingface.co/meta-llama/Llama-2-7b-hf config.json",
+    layers: 32,
+    hidden: 4096,
+    heads: 32,
+    kv_heads: 32,
+    head_dim: 128,
+    intermediate: 11008,
+    vocab: 32000,
     experts: 1,
     experts_per_token: 1,
     tied_embeddings: false,
@@ -256,6 +277,7 @@ mod tests {
         assert!(within(QWEN3_8B.total_params(), 8.19e9));
         assert!(within(QWEN3_32B.total_params(), 32.76e9));
         assert!(within(MISTRAL_7B.total_params(), 7.25e9));
+        assert!(within(LLAMA2_7B.total_params(), 6.74e9));
         assert!(within(MIXTRAL_8X7B.total_params(), 46.7e9));
         let mixtral_active =
             MIXTRAL_8X7B.active_block_params() + 2.0 * MIXTRAL_8X7B.embedding_params();

@@ -214,6 +214,9 @@ pub struct PerfModel {
     pub provenance: Provenance,
     // Derived once; all per GPU.
     peak_flops: f64,
+    /// Attention's tensor peak: BF16 whatever the weights' precision (vLLM computes attention in BF16 with
+    /// FP8 weights, and with an FP8 KV cache too, dequantising on load).
+    attn_peak_flops: f64,
     mem_bw: f64,
     dense_weight_bytes: f64,
     expert_weight_bytes: f64,
@@ -250,6 +253,7 @@ impl PerfModel {
             eff,
             provenance: Provenance::defaults(),
             peak_flops: peak,
+            attn_peak_flops: g.bf16_flops,
             mem_bw: g.memory_bw,
             dense_weight_bytes: dense_params * bytes / tpf,
             expert_weight_bytes: if m.is_moe() {
@@ -340,7 +344,7 @@ impl PerfModel {
 
         let attn_flops = self.attn_flops_per_pair * s.attention_pairs;
         let kv_bytes = self.kv_bytes_per_token * (s.context_tokens as f64 + t);
-        let attn_s = (attn_flops / (self.peak_flops * e.attention))
+        let attn_s = (attn_flops / (self.attn_peak_flops * e.attention))
             .max(kv_bytes / (self.mem_bw * e.kv_memory));
 
         let comm_s = if self.tp > 1 {

@@ -295,7 +295,15 @@ pub fn resolve_among(profiles: &[Profile], key: ProfileKey) -> (Efficiency, Prov
                 profile: format!("spec-scaled from {}", p.key()),
                 calibrated: false,
             };
-            (spec_scale(&p.efficiency, p.gpu, key.gpu), prov)
+            let mut e = spec_scale(&p.efficiency, p.gpu, key.gpu);
+            if p.precision == Precision::Bf16 && key.precision == Precision::Fp8 {
+                // FP8 GEMMs reach a smaller share of their (doubled) peak than BF16 ones: measured factors.
+                if let Some(f) = super::fp8::factors(key.gpu) {
+                    e.compute_max *= f.compute;
+                    e.memory *= f.memory;
+                }
+            }
+            (e, prov)
         }
         None => (Efficiency::for_gpu(key.gpu), Provenance::defaults()),
     }
