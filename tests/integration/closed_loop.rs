@@ -77,3 +77,47 @@ fn keys_of_the_other_kinds_are_rejected_with_their_line() {
         "{e}"
     );
 }
+
+/// With one client the closed loop is a lone request at a time: its TTFT is exactly the step-time model's
+/// prefill step, and its TPOT exactly the mean of the model's decode steps over the contexts it passes.
+#[test]
+fn concurrency_one_is_exactly_what_the_step_time_model_says() {
+    use fleetsim::estimate::{EstimateRequest, estimate};
+    use fleetsim::hardware::{GpuId, ModelId, Precision, StepShape};
+    use fleetsim::scenario::WorkerGroup;
+
+    let (prompt, output) = (1000u32, 50u32);
+    let e = estimate(&EstimateRequest {
+        gpu: GpuId::H100,
+        model: ModelId::Llama31_8b,
+        tp: 1,
+        precision: Precision::Bf16,
+        prompt,
+        output,
+        concurrency: Some(1),
+        requests: Some(5),
+        profile: None,
+        max_num_seqs: None,
+    })
+    .unwrap();
+    assert_eq!(e.requests, 5);
+    let perf = WorkerGroup::single(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16).perf();
+    let step = |new: u32, context: u32| {
+        let mut s = StepShape::default();
+        s.add(u64::from(new), u64::from(context));
+        perf.step_time(&s).0
+    };
+    let ms = |ns: u64| (ns as f64 / 1e6 * 1e6).round() / 1e6;
+    assert_eq!(
+        e.ttft_ms.mean,
+        ms(step(prompt, 0)),
+        "TTFT is one prefill step"
+    );
+    // Tokens 2..=output come from decode steps whose context grows from `prompt` by one each step.
+    let decode: u64 = (0..output - 1).map(|i| step(1, prompt + i)).sum();
+    assert_eq!(
+        e.tpot_ms.mean,
+        ms(decode / u64::from(output - 1)),
+        "TPOT is the mean decode step"
+    );
+}
