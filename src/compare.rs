@@ -63,7 +63,6 @@ pub fn resolve(list: &str, scenario: &Scenario) -> Result<Vec<Contender>, String
 }
 
 fn parse_item(item: &str, scenario: &Scenario) -> Result<RouterSpec, String> {
-    let (name, params) = item.split_once(':').unwrap_or((item, ""));
     let mut table = toml::Table::new();
     // The scenario's router settings first; the item's own keys override them.
     let base = toml::Value::try_from(&scenario.router.settings).map_err(|e| e.to_string())?;
@@ -73,20 +72,7 @@ fn parse_item(item: &str, scenario: &Scenario) -> Result<RouterSpec, String> {
                 .filter(|(k, _)| k != "view" || scenario.router.settings.view.is_some()),
         );
     }
-    table.insert(
-        "policy".into(),
-        toml::Value::String(name.trim().to_string()),
-    );
-    for kv in params.split(',').filter(|s| !s.trim().is_empty()) {
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| format!("policy `{item}`: expected key=value, got `{kv}`"))?;
-        let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
-            .ok()
-            .and_then(|mut t| t.remove("v"))
-            .unwrap_or_else(|| toml::Value::String(v.to_string()));
-        table.insert(k.trim().to_string(), value);
-    }
+    crate::routing::spec::spec_into_table(item, &mut table)?;
     RouterSpec::from_table(table).map_err(|e| format!("policy `{item}`: {e}"))
 }
 

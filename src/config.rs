@@ -112,3 +112,12 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
     (line, col)
 }
+
+/// A command-line value read as TOML (`5`, `0.5`, `"5m"`, `{ dist = "fixed", tokens = 9 }`), or as a plain
+/// string when it is not TOML (`round_robin`, `5m`).
+pub fn toml_value(raw: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+}

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::config::{Fraction, PositiveInt, toml_error_parts};
+use crate::config::{Fraction, PositiveInt, toml_error_parts, toml_value};
 use crate::hardware::{GpuId, ModelId, PerfModel, Precision, Profile, ProfileKey};
 use crate::routing::RouterSpec;
 use crate::time::SimDuration;
@@ -356,10 +356,7 @@ fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), Strin
     let (path, raw) = assignment
         .split_once('=')
         .ok_or_else(|| "expected key.path=value".to_string())?;
-    let value: toml::Value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
-        Ok(mut t) => t.remove("v").expect("just parsed"),
-        Err(_) => toml::Value::String(raw.to_string()),
-    };
+    let value = toml_value(raw);
     let keys: Vec<&str> = path.trim().split('.').collect();
     let mut cur = table;
     for (depth, k) in keys.iter().enumerate() {

@@ -17,7 +17,7 @@ use super::{
     ConsistentHash, DynamoKv, LeastKv, LeastOutstanding, LlmD, PowerOfTwo, PrefixAware,
     RandomChoice, RoundRobin, RoutingPolicy, SessionAffinity, SglangCacheAware,
 };
-use crate::config::PositiveInt;
+use crate::config::{PositiveInt, toml_value};
 use crate::time::SimDuration;
 
 /// A policy and its parameters. Built into behaviour by one exhaustive `match` in [`PolicyConfig::build`].
@@ -126,22 +126,8 @@ impl PolicyConfig {
 
     /// Parses `name` or `name:key=value,key=value` (values read as TOML, else as strings).
     pub fn parse_spec(spec: &str) -> Result<PolicyConfig, String> {
-        let (name, params) = spec.split_once(':').unwrap_or((spec, ""));
         let mut table = toml::Table::new();
-        table.insert(
-            "policy".into(),
-            toml::Value::String(name.trim().to_string()),
-        );
-        for kv in params.split(',').filter(|s| !s.trim().is_empty()) {
-            let (k, v) = kv
-                .split_once('=')
-                .ok_or_else(|| format!("policy `{spec}`: expected key=value, got `{kv}`"))?;
-            let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
-                .ok()
-                .and_then(|mut t| t.remove("v"))
-                .unwrap_or_else(|| toml::Value::String(v.to_string()));
-            table.insert(k.trim().to_string(), value);
-        }
+        spec_into_table(spec, &mut table)?;
         let cfg: PolicyConfig = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| format!("policy `{spec}`: {}", e.message().trim()))?;
@@ -149,6 +135,23 @@ impl PolicyConfig {
             .map_err(|(k, m)| format!("policy `{spec}`: `{k}`: {m}"))?;
         Ok(cfg)
     }
+}
+
+/// Writes a spec `name[:key=value,...]` into `table` as `policy = name` and one entry per parameter
+/// (values read as TOML, else as strings), overriding what `table` held.
+pub fn spec_into_table(spec: &str, table: &mut toml::Table) -> Result<(), String> {
+    let (name, params) = spec.split_once(':').unwrap_or((spec, ""));
+    table.insert(
+        "policy".into(),
+        toml::Value::String(name.trim().to_string()),
+    );
+    for kv in params.split(',').filter(|s| !s.trim().is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("policy `{spec}`: expected key=value, got `{kv}`"))?;
+        table.insert(k.trim().to_string(), toml_value(v));
+    }
+    Ok(())
 }
 
 /// The router's own settings (everything in `[router]` but the policy).
