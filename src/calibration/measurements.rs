@@ -615,3 +615,102 @@ impl MeasuredFit {
         o
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(batch: u64, new_tokens: u64, context_tokens: u64) -> Measurement {
+        Measurement {
+            line: 7,
+            label: None,
+            batch,
+            new_tokens,
+            context_tokens,
+            latency_ms: 10.0,
+        }
+    }
+
+    #[test]
+    fn steps_are_described_by_their_shape_unless_labelled() {
+        assert_eq!(row(32, 1, 4096).describe(), "decode batch 32, context 4096");
+        assert_eq!(row(1, 2048, 0).describe(), "prefill 2048");
+        assert_eq!(
+            row(1, 512, 2048).describe(),
+            "prefill 512 after 2048 cached"
+        );
+        assert_eq!(row(4, 512, 0).describe(), "prefill 4 × 512");
+        assert_eq!(
+            row(4, 512, 64).describe(),
+            "prefill 4 × 512 after 64 cached"
+        );
+        let labelled = Measurement {
+            label: Some("TTFT, idle".into()),
+            ..row(1, 2048, 0)
+        };
+        assert_eq!(labelled.describe(), "TTFT, idle");
+        assert!(row(1, 2, 0).is_prefill() && !row(8, 1, 0).is_prefill());
+    }
+
+    #[test]
+    fn a_sweep_is_two_shared_counts_and_the_third_must_grow() {
+        // Growing, or a new sweep (two counts change), or the same step (left to the duplicate check).
+        assert!(check_sweep(&row(1, 512, 0), &row(1, 1024, 0)).is_ok());
+        assert!(check_sweep(&row(8, 1, 4096), &row(32, 1, 1024)).is_ok());
+        assert!(check_sweep(&row(8, 1, 1024), &row(8, 1, 1024)).is_ok());
+        let e = check_sweep(&row(32, 1, 1024), &row(8, 1, 1024)).unwrap_err();
+        assert_eq!(
+            e,
+            "column `batch`: 8 after 32 on line 7, with the same new_tokens and context_tokens: token \
+             counts must increase within a sweep (sort its rows)"
+        );
+        assert!(
+            check_sweep(&row(1, 1, 4096), &row(1, 1, 1024))
+                .unwrap_err()
+                .starts_with("column `context_tokens`")
+        );
+    }
+
+    #[test]
+    fn counts_and_latencies_say_what_is_wrong() {
+        assert_eq!(count("12", "batch", 1), Ok(12));
+        assert_eq!(count("0", "context_tokens", 0), Ok(0));
+        assert!(
+            count("0", "batch", 1)
+                .unwrap_err()
+                .contains("at least 1, got 0")
+        );
+        assert!(
+            count("-3", "batch", 1)
+                .unwrap_err()
+                .contains("at least 1, got -3")
+        );
+        assert!(
+            count("2.5", "batch", 1)
+                .unwrap_err()
+                .contains("whole number")
+        );
+        assert!(count("", "batch", 1).unwrap_err().contains("missing value"));
+        assert_eq!(latency("6.5"), Ok(6.5));
+        for bad in ["0", "-1", "inf", "NaN", "6,5", ""] {
+            assert!(latency(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_datasheet_bound_is_below_every_fitted_profile() {
+        // The plausibility check must never reject what a valid profile could produce.
+        for p in profile::builtin() {
+            let bound = datasheet_bound(p.key());
+            let perf = PerfModel::new(p.gpu, p.model, p.tp, p.precision, p.efficiency);
+            for (b, n, c) in [(1, 128, 0), (1, 16384, 0), (1, 1, 1024), (256, 1, 4096)] {
+                let s = super::super::data::uniform_batch(b, n, c);
+                assert!(
+                    bound.step_seconds(&s) < perf.step_seconds(&s),
+                    "{}",
+                    p.key()
+                );
+            }
+        }
+    }
+}
