@@ -9,10 +9,11 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::calibration;
+use crate::calibration::measurements::Measurements;
 use crate::compare;
 use crate::engine::Simulation;
 use crate::estimate;
-use crate::hardware::{GpuId, ModelId, PerfModel, Precision, Profile, profile};
+use crate::hardware::{GpuId, ModelId, PerfModel, Precision, Profile, ProfileKey, profile};
 use crate::report;
 use crate::routing::PolicyConfig;
 use crate::scenario::Scenario;
@@ -106,7 +107,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Fit the step-time profiles to the measurements in the data directory; write them and the report.
+    /// Fit the step-time profiles to the measurements in the data directory and write them and the report;
+    /// or, with --measurements, fit one profile to your own measured steps and write it to --out.
     Calibrate {
         /// Directory of the calibration data.
         #[arg(long, default_value = "data/calibration")]
@@ -120,6 +122,30 @@ pub enum Command {
         /// Write nothing: exit non-zero if the profiles or report on disk differ from what the fit gives.
         #[arg(long)]
         check: bool,
+        /// Your own measured steps of one configuration (CSV, docs/calibration-format.md): fit one profile to
+        /// them, print each step's error and write the profile to --out.
+        #[arg(
+            long,
+            value_name = "FILE.csv",
+            requires_all = ["gpu", "model", "out"],
+            conflicts_with_all = ["data", "profiles", "report", "check"]
+        )]
+        measurements: Option<PathBuf>,
+        /// With --measurements: the GPU measured.
+        #[arg(long, requires = "measurements", value_parser = parse_id::<GpuId>)]
+        gpu: Option<GpuId>,
+        /// With --measurements: the model measured.
+        #[arg(long, requires = "measurements", value_parser = parse_id::<ModelId>)]
+        model: Option<ModelId>,
+        /// With --measurements: tensor-parallel degree (1, 2, 4 or 8) [default: 1].
+        #[arg(long, requires = "measurements", value_parser = parse_tp)]
+        tp: Option<u32>,
+        /// With --measurements: precision of weights and KV cache [default: bf16].
+        #[arg(long, requires = "measurements", value_parser = parse_id::<Precision>)]
+        precision: Option<Precision>,
+        /// With --measurements: the profile file to write.
+        #[arg(long, requires = "measurements", value_name = "PROFILE.toml")]
+        out: Option<PathBuf>,
     },
     /// Generate, summarise and convert workload traces.
     Trace {
@@ -305,7 +331,26 @@ pub fn main_with(cli: Cli) -> Result<()> {
             profiles,
             report,
             check,
-        } => calibrate(&data, &profiles, report.as_deref(), check),
+            measurements,
+            gpu,
+            model,
+            tp,
+            precision,
+            out,
+        } => match measurements {
+            None => calibrate(&data, &profiles, report.as_deref(), check),
+            Some(csv) => {
+                // clap requires these with --measurements; say so rather than panic if that ever changes.
+                let key = ProfileKey {
+                    gpu: gpu.context("--measurements needs --gpu")?,
+                    model: model.context("--measurements needs --model")?,
+                    tp: tp.unwrap_or(1),
+                    precision: precision.unwrap_or_default(),
+                };
+                let out = out.context("--measurements needs --out")?;
+                calibrate_measurements(&csv, key, &out)
+            }
+        },
         Command::Trace { command } => trace(command),
     }
 }
@@ -453,6 +498,24 @@ fn calibrate(data: &Path, profiles: &Path, report: Option<&Path>, check: bool) -
             stale.join(", ")
         );
     }
+    Ok(())
+}
+
+/// `fleetsim calibrate --measurements`: fit one profile to a user's measured steps, print every step's
+/// error, write the profile file.
+fn calibrate_measurements(csv: &Path, key: ProfileKey, out: &Path) -> Result<()> {
+    let fit = Measurements::read(csv, key)?.fit();
+    print!("{}", fit.table());
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(out, fit.profile_file())
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    eprintln!(
+        "wrote {}: name it in a scenario's worker group (profile = \"...\") or pass it to `fleetsim estimate \
+         --profile`",
+        out.display()
+    );
     Ok(())
 }
 

@@ -21,7 +21,8 @@
 //! - [`hardware`]: the GPU and model catalogues, the roofline step-time model, and its calibrated profiles
 //!   (fitted efficiencies per GPU × model × TP × precision, compiled in from `profiles/`).
 //! - [`calibration`]: `fleetsim calibrate`: fits those profiles to the measured step times in
-//!   `data/calibration/` and writes the report `docs/calibration.md`.
+//!   `data/calibration/` and writes the report `docs/calibration.md`; with `--measurements`, fits one profile
+//!   file to a user's own CSV of measured steps ([`calibration::measurements`]).
 //! - [`routing`]: the gateway's policies behind one small trait, over worker snapshots.
 //! - [`metrics`]: per-request records folded into counters and histograms; the summary is derived once.
 //! - [`scenario`]: the TOML scenario format, with errors that name file, line and field.

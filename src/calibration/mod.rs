@@ -10,10 +10,15 @@
 //! measured on the points it was fitted to and on points held out of its fit; the published Splitwise
 //! points ([`data::PUBLISHED`]) are all held out. The output is deterministic: the same data give the same
 //! bytes, which a test checks against the committed profiles and report.
+//!
+//! [`measurements`] is the same fit for a user's own step times of one configuration (`fleetsim calibrate
+//! --measurements FILE.csv`, format in `docs/calibration-format.md`), written as a profile file that
+//! scenarios and `fleetsim estimate --profile` can name.
 
 pub mod data;
 pub mod external;
 pub mod fit;
+pub mod measurements;
 pub mod report;
 
 use std::collections::BTreeMap;
