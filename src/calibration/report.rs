@@ -105,19 +105,7 @@ fn external(o: &mut String, c: &Calibration) {
             r.profile
         );
     }
-    let (med, max) = c.external_errors();
-    let verdict = |ok: bool| if ok { "met" } else { "**not met**" };
-    let _ = writeln!(
-        o,
-        "\nOver these {} points: median |error| {} (target ≤ {}: {}), largest {} (target ≤ {}: {}).\n",
-        c.external.len(),
-        pct(med),
-        pct(TARGET_MEDIAN_ERROR),
-        verdict(med <= TARGET_MEDIAN_ERROR),
-        pct(max),
-        pct(TARGET_MAX_ERROR),
-        verdict(max <= TARGET_MAX_ERROR)
-    );
+    targets_line(o, c.external.len(), c.external_errors());
 }
 
 fn published(o: &mut String, c: &Calibration) {
@@ -143,12 +131,16 @@ fn published(o: &mut String, c: &Calibration) {
             signed_pct(p.error())
         );
     }
-    let (med, max) = c.published_errors();
+    targets_line(o, c.published.len(), c.published_errors());
+}
+
+/// "Over these N points: median … (target …: met), largest … (target …: met)."
+fn targets_line(o: &mut String, points: usize, (med, max): (f64, f64)) {
     let verdict = |ok: bool| if ok { "met" } else { "**not met**" };
     let _ = writeln!(
         o,
         "\nOver these {} points: median |error| {} (target ≤ {}: {}), largest {} (target ≤ {}: {}).\n",
-        c.published.len(),
+        points,
         pct(med),
         pct(TARGET_MEDIAN_ERROR),
         verdict(med <= TARGET_MEDIAN_ERROR),
