@@ -163,38 +163,16 @@ impl RoutingPolicy for ConsistentHash {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::{Request, Segment, SessionRef};
-    use crate::rng::from_u64;
-    use crate::routing::test_support::snapshots;
-    use crate::time::SimTime;
+    use crate::request::Request;
+    use crate::routing::test_support::{route_at_arrival, session_request, snapshots};
     use crate::worker::WorkerSnapshot;
 
     fn req(session: u64) -> Request {
-        Request::new(
-            session,
-            Some(SessionRef {
-                id: session,
-                turn: 0,
-            }),
-            SimTime::ZERO,
-            1,
-            vec![Segment {
-                content: 1,
-                tokens: 10,
-            }],
-        )
+        session_request(session, session, 0)
     }
 
     fn go(p: &mut ConsistentHash, r: &Request, ws: &[WorkerSnapshot]) -> usize {
-        let input = RouteInput {
-            request: r,
-            prompt_blocks: 0,
-            prompt_hashes: &[],
-            overlaps: &[],
-            workers: ws,
-            now: SimTime::ZERO,
-        };
-        p.route(&input, &mut from_u64(0)).unwrap().worker
+        route_at_arrival(p, r, ws).worker
     }
 
     #[test]

@@ -163,6 +163,40 @@ pub(crate) mod test_support {
         )
     }
 
+    /// A 10-token request of `session` (id `id`) arriving at `arrival_s` seconds.
+    pub fn session_request(id: u64, session: u64, arrival_s: u64) -> Request {
+        Request::new(
+            id,
+            Some(crate::request::SessionRef {
+                id: session,
+                turn: 0,
+            }),
+            SimTime(arrival_s * 1_000_000_000),
+            1,
+            vec![crate::request::Segment {
+                content: 1,
+                tokens: 10,
+            }],
+        )
+    }
+
+    /// Routes `req` at its arrival time, with no cache information; panics if no worker is up.
+    pub fn route_at_arrival(
+        p: &mut dyn RoutingPolicy,
+        req: &Request,
+        workers: &[WorkerSnapshot],
+    ) -> Decision {
+        let input = RouteInput {
+            request: req,
+            prompt_blocks: 0,
+            prompt_hashes: &[],
+            overlaps: &[],
+            workers,
+            now: req.arrival,
+        };
+        p.route(&input, &mut crate::rng::from_u64(0)).unwrap()
+    }
+
     /// Routes with no cache information.
     pub fn route(
         p: &mut dyn RoutingPolicy,

@@ -183,37 +183,16 @@ impl RoutingPolicy for SessionAffinity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::{Request, Segment, SessionRef};
-    use crate::rng::from_u64;
-    use crate::routing::test_support::snapshots;
+    use crate::request::Request;
+    use crate::routing::test_support::{route_at_arrival, session_request, snapshots};
     use crate::worker::WorkerSnapshot;
 
     fn turn(session: u64, t_s: u64) -> Request {
-        Request::new(
-            session * 100 + t_s,
-            Some(SessionRef {
-                id: session,
-                turn: 0,
-            }),
-            SimTime(t_s * 1_000_000_000),
-            1,
-            vec![Segment {
-                content: 1,
-                tokens: 10,
-            }],
-        )
+        session_request(session * 100 + t_s, session, t_s)
     }
 
     fn go(p: &mut SessionAffinity, r: &Request, ws: &[WorkerSnapshot]) -> Decision {
-        let input = RouteInput {
-            request: r,
-            prompt_blocks: 0,
-            prompt_hashes: &[],
-            overlaps: &[],
-            workers: ws,
-            now: r.arrival,
-        };
-        p.route(&input, &mut from_u64(0)).unwrap()
+        route_at_arrival(p, r, ws)
     }
 
     #[test]
