@@ -161,6 +161,10 @@ fn simulate(
         router: RouterSpec::default(),
         policies: Default::default(),
         slo: Slo::default(),
+        faults: Vec::new(),
+        gateway: Default::default(),
+        restart: Default::default(),
+        metrics: Default::default(),
     };
     scenario.validate().map_err(|(_, message)| message)?;
     let summary = Simulation::from_scenario(&scenario)?

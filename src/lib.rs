@@ -38,6 +38,8 @@ pub mod compare;
 pub mod config;
 pub mod engine;
 pub mod estimate;
+pub mod faults;
+pub mod gateway;
 pub mod hardware;
 pub mod metrics;
 pub mod report;

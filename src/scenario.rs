@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::config::{Fraction, PositiveInt, toml_error_parts, toml_value};
+use crate::faults::{FaultPlan, FaultSpec, Fleet, RestartSpec};
+use crate::gateway::{GatewaySpec, SessionState};
+use crate::metrics::timeseries::MetricsSpec;
+use crate::time::SimTime;
 use crate::hardware::{GpuId, ModelId, PerfModel, Precision, Profile, ProfileKey};
 use crate::routing::RouterSpec;
 use crate::time::SimDuration;
@@ -46,6 +50,40 @@ pub struct Scenario {
     pub policies: BTreeMap<String, RouterSpec>,
     #[serde(default)]
     pub slo: Slo,
+    /// Faults to inject (`[[faults]]`).
+    #[serde(default)]
+    pub faults: Vec<FaultSpec>,
+    /// Health checks, timeouts, retries, migration and session state.
+    #[serde(default)]
+    pub gateway: GatewaySpec,
+    /// What a worker restart costs (default restart time of crashes).
+    #[serde(default)]
+    pub restart: RestartSpec,
+    /// Time-series window and recovery judgement.
+    #[serde(default)]
+    pub metrics: MetricsSpec,
+}
+
+/// Failure-domain labels of a worker group: one label or a list (e.g. `["rack-2", "node-b"]`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Domains(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for Domains {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum OneOrMany {
+            One(String),
+            Many(Vec<String>),
+        }
+        match OneOrMany::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected a label (text) or a list of labels")
+        })? {
+            OneOrMany::One(s) => Ok(Domains(vec![s])),
+            OneOrMany::Many(v) => Ok(Domains(v)),
+        }
+    }
 }
 
 /// `count` identical workers.
@@ -81,6 +119,13 @@ pub struct WorkerGroup {
     /// The `profile` file as read when the scenario was loaded: (the path as written, its contents).
     #[serde(skip)]
     pub loaded_profile: Option<(String, Profile)>,
+    /// Failure domains the group's workers belong to (a node, a rack): a fault can take a whole domain.
+    #[serde(default)]
+    pub failure_domain: Domains,
+    /// The group's workers start this late (a scale-up), cold; the gateway uses them after a good
+    /// health check.
+    #[serde(default)]
+    pub start_at: Option<SimDuration>,
 }
 
 fn one() -> PositiveInt {
@@ -124,6 +169,8 @@ impl WorkerGroup {
             kv_blocks: None,
             profile: None,
             loaded_profile: None,
+            failure_domain: Domains::default(),
+            start_at: None,
         }
     }
 
@@ -277,6 +324,22 @@ impl Scenario {
             }
         }
         self.workload.validate()?;
+        self.gateway
+            .validate()
+            .map_err(|(f, m)| (format!("gateway.{f}"), m))?;
+        let fleet_domains = self.worker_domains();
+        let restart = self.restart_times();
+        let fleet = Fleet {
+            domains: &fleet_domains,
+            restart: &restart,
+            has_store: self.gateway.session_state == SessionState::SharedTier,
+        };
+        for (i, f) in self.faults.iter().enumerate() {
+            f.validate(&fleet)
+                .map_err(|(field, m)| (format!("faults[{i}].{field}"), m))?;
+        }
+        self.fault_plan_for(&fleet)
+            .map_err(|(i, field, m)| (format!("faults[{i}].{field}"), m))?;
         if self.router.policy.build().needs_cache_view() {
             let bs = self.workers[0].block_size;
             if self.workers.iter().any(|g| g.block_size != bs) {
@@ -290,6 +353,46 @@ impl Scenario {
             }
         }
         Ok(())
+    }
+
+    /// Per worker, its failure-domain labels.
+    pub fn worker_domains(&self) -> Vec<Vec<String>> {
+        self.workers
+            .iter()
+            .flat_map(|g| std::iter::repeat_n(g.failure_domain.0.clone(), g.count.0 as usize))
+            .collect()
+    }
+
+    /// Per worker, the default restart time: engine start, loading its replica's weights, warm-up.
+    pub fn restart_times(&self) -> Vec<SimDuration> {
+        self.workers
+            .iter()
+            .flat_map(|g| {
+                let perf = g.perf();
+                let t = self
+                    .restart
+                    .restart_time(perf.weight_bytes_per_gpu() * f64::from(g.tp.0));
+                std::iter::repeat_n(t, g.count.0 as usize)
+            })
+            .collect()
+    }
+
+    /// The faults of this scenario, expanded for a run.
+    pub fn fault_plan(&self) -> Result<FaultPlan, String> {
+        let domains = self.worker_domains();
+        let restart = self.restart_times();
+        let fleet = Fleet {
+            domains: &domains,
+            restart: &restart,
+            has_store: self.gateway.session_state == SessionState::SharedTier,
+        };
+        self.fault_plan_for(&fleet)
+            .map_err(|(i, f, m)| format!("faults[{i}].{f}: {m}"))
+    }
+
+    fn fault_plan_for(&self, fleet: &Fleet) -> Result<FaultPlan, (usize, &'static str, String)> {
+        let horizon = SimTime(crate::workload::synthetic::window_end(self.duration).0);
+        FaultPlan::build(&self.faults, fleet, self.seed, horizon)
     }
 
     /// Workers in the fleet.

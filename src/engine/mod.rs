@@ -8,18 +8,29 @@
 //! Arrivals stream from the workload: exactly one future open-loop arrival is in the queue at a time.
 //! Each worker has at most one step in flight, so there are at most `workers + 1 + closed-loop follow-ups`
 //! pending events, whatever the number of requests. No event is ever scheduled per token.
+//!
+//! With faults (`faults.rs`), the gateway's clock joins in: one health-check tick for the fleet, the
+//! planned faults and their ends, restarts, and per-request events only for requests in trouble (retries
+//! after a backoff, refused connections, idle timeouts on a hung worker). Events are *foreground* (work
+//! that must happen) or *background* (faults and health checks); the run ends when no foreground event is
+//! pending and every request has finished, whatever faults are still scheduled.
 
+mod faults;
 pub mod queue;
 
-use crate::hardware::PerfModel;
-use crate::metrics::record::{Outcome, Recompute, RequestRecord};
+use rustc_hash::FxHashSet;
+
+use crate::faults::{FaultPlan, PlannedFault, Symptom};
+use crate::gateway::{Gateway, GatewaySpec, SessionState};
+use crate::hardware::{PerfModel, StepShape};
+use crate::metrics::record::{Outcome, RequestRecord};
 use crate::metrics::summary::{RouterSummary, WorkerSummary, round};
 use crate::metrics::{Collector, Summary};
-use crate::request::Request;
+use crate::request::{Request, RequestId};
 use crate::routing::router::DecisionRecord;
-use crate::routing::{Router, RouterSpec};
+use crate::routing::{Decision, Router, RouterSpec};
 use crate::scenario::Scenario;
-use crate::time::SimTime;
+use crate::time::{SimDuration, SimTime};
 use crate::worker::{Sequence, Worker, WorkerSnapshot};
 use crate::workload::{Workload, synthetic::window_end};
 use queue::{Class, EventQueue};
@@ -29,8 +40,66 @@ use queue::{Class, EventQueue};
 enum Event {
     /// A request reaches the gateway; `streamed` if it came from the open-loop stream (pull the next one).
     Arrival { request: Request, streamed: bool },
-    /// Worker `0`'s step in flight ends.
-    StepDone(usize),
+    /// The gateway tries a request again after its backoff.
+    Retry(Box<Sequence>),
+    /// A request reaches `worker` after loading KV from the shared store (if the worker is still the
+    /// incarnation `epoch`).
+    Deliver {
+        worker: usize,
+        epoch: u64,
+        seq: Box<Sequence>,
+    },
+    /// The step in flight of `worker` (incarnation `epoch`) ends.
+    StepDone { worker: usize, epoch: u64 },
+    /// A connection to dead `worker` failed (refused, or timed out).
+    ConnectFailed { worker: usize, seq: Box<Sequence> },
+    /// The idle timeout of `request` on hung `worker` (incarnation `epoch`).
+    Timeout {
+        worker: usize,
+        epoch: u64,
+        request: RequestId,
+    },
+    /// Planned fault `0` happens.
+    Fault(usize),
+    /// Planned fault `0` (a slowdown, memory pressure or store failure) ends.
+    FaultEnds(usize),
+    /// The grace period of drained `worker` (incarnation `epoch`) is over.
+    DrainDeadline {
+        worker: usize,
+        epoch: u64,
+        fault: usize,
+    },
+    /// `worker` is back after fault `fault`.
+    Restart { worker: usize, fault: usize },
+    /// `worker` starts late (scale-up).
+    Start(usize),
+    /// The gateway checks every worker's health.
+    HealthCheck,
+}
+
+impl Event {
+    /// Faults and health checks do not keep a run alive on their own.
+    fn is_background(&self) -> bool {
+        matches!(
+            self,
+            Event::Fault(_)
+                | Event::FaultEnds(_)
+                | Event::DrainDeadline { .. }
+                | Event::Restart { .. }
+                | Event::Start(_)
+                | Event::HealthCheck
+        )
+    }
+}
+
+/// A worker's real state (the gateway may believe otherwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Truth {
+    Up,
+    /// Dead; new connections fail as `Symptom` says.
+    Down(Symptom),
+    /// Alive but making no progress.
+    Hung,
 }
 
 /// What a run produces.
@@ -57,20 +126,36 @@ pub struct Simulation {
     events: u64,
     horizon: SimTime,
     notes: Vec<String>,
+    gateway: Gateway,
+    truth: Vec<Truth>,
+    plan: Vec<PlannedFault>,
+    /// Workers each planned fault hit (resolved when it happened).
+    hit: Vec<Vec<usize>>,
+    /// Late starts: (worker, when).
+    starts: Vec<(usize, SimTime)>,
+    /// Content hashes that were cached on workers that failed and have not been recomputed since.
+    lost: FxHashSet<u64>,
+    /// Pending foreground events.
+    foreground: u64,
 }
 
 impl Simulation {
     /// Builds the fleet, router and workload that `scenario` describes.
     pub fn from_scenario(s: &Scenario) -> Result<Self, String> {
         let mut workers = Vec::with_capacity(s.worker_count());
+        let mut starts = Vec::new();
         for g in &s.workers {
             let blocks = g.kv_blocks()?;
             for _ in 0..g.count.0 {
                 let perf: PerfModel = g.perf();
+                if let Some(t) = g.start_at.filter(|t| t.0 > 0) {
+                    starts.push((workers.len(), SimTime(t.0)));
+                }
                 workers.push(Worker::with_blocks(workers.len(), perf, g.engine(), blocks));
             }
         }
         let end = window_end(s.duration);
+        let plan = s.fault_plan().map_err(|e| e.to_string())?;
         let built = s.workload.build(s.seed, end, s.max_requests)?;
         let mut sim = Simulation::new(
             s.name.clone(),
@@ -82,7 +167,26 @@ impl Simulation {
         );
         sim.horizon = end;
         sim.notes = built.notes;
+        sim.collector.set_metrics(s.metrics.clone(), end);
+        sim.set_faults(plan, s.gateway.clone(), starts);
         Ok(sim)
+    }
+
+    /// Adds faults, the gateway's configuration, and late worker starts (`(worker, time)`).
+    pub fn set_faults(&mut self, plan: FaultPlan, gateway: GatewaySpec, starts: Vec<(usize, SimTime)>) {
+        let started: Vec<bool> = (0..self.workers.len())
+            .map(|w| !starts.iter().any(|&(v, _)| v == w))
+            .collect();
+        self.truth = started
+            .iter()
+            .map(|&up| if up { Truth::Up } else { Truth::Down(Symptom::Refused) })
+            .collect();
+        self.gateway = Gateway::new(gateway, &started);
+        self.hit = vec![Vec::new(); plan.faults.len()];
+        self.plan = plan.faults;
+        self.starts = starts;
+        let up = self.truth.iter().filter(|t| **t == Truth::Up).count();
+        self.collector.on_workers_up(SimTime::ZERO, up as u32);
     }
 
     /// Assembles a simulation from parts (tests and custom drivers).
@@ -97,6 +201,7 @@ impl Simulation {
         let snapshots = workers.iter().map(Worker::snapshot).collect();
         let blocks: Vec<u32> = workers.iter().map(|w| w.pool.total()).collect();
         let router = Router::new(router, seed, &blocks);
+        let n = workers.len();
         let mut workers = workers;
         if router.wants_kv_events() {
             workers.iter_mut().for_each(|w| w.pool.record_events());
@@ -114,6 +219,13 @@ impl Simulation {
             events: 0,
             horizon: SimTime::ZERO,
             notes: Vec::new(),
+            gateway: Gateway::new(GatewaySpec::default(), &vec![true; n]),
+            truth: vec![Truth::Up; n],
+            plan: Vec::new(),
+            hit: Vec::new(),
+            starts: Vec::new(),
+            lost: FxHashSet::default(),
+            foreground: 0,
         }
     }
 
@@ -136,8 +248,14 @@ impl Simulation {
     /// after it was checked) returned as that error.
     pub fn try_run(mut self, progress: &mut dyn FnMut(f64)) -> Result<RunOutput, String> {
         self.pull_arrival();
+        self.schedule_faults();
         while let Some((t, event)) = self.queue.pop() {
             debug_assert!(t >= self.now, "event queue went back in time");
+            if !event.is_background() {
+                self.foreground -= 1;
+            } else if self.foreground == 0 && self.collector.arrived == self.collector.finished() {
+                break; // nothing left that a fault or a health check could affect
+            }
             self.now = t;
             self.events += 1;
             if self.events.is_multiple_of(65_536) && self.horizon > SimTime::ZERO {
@@ -150,9 +268,32 @@ impl Simulation {
                     }
                     self.on_arrival(request);
                 }
-                Event::StepDone(w) => self.on_step_done(w),
+                Event::Retry(seq) => self.dispatch(*seq),
+                Event::Deliver { worker, epoch, seq } => self.on_deliver(worker, epoch, *seq),
+                Event::StepDone { worker, epoch } => {
+                    if self.workers[worker].epoch == epoch {
+                        self.on_step_done(worker);
+                    }
+                }
+                Event::ConnectFailed { worker, seq } => self.on_connect_failed(worker, *seq),
+                Event::Timeout {
+                    worker,
+                    epoch,
+                    request,
+                } => self.on_timeout(worker, epoch, request),
+                Event::Fault(i) => self.on_fault(i),
+                Event::FaultEnds(i) => self.on_fault_ends(i),
+                Event::DrainDeadline {
+                    worker,
+                    epoch,
+                    fault,
+                } => self.on_drain_deadline(worker, epoch, fault),
+                Event::Restart { worker, fault } => self.on_restart(worker, fault),
+                Event::Start(w) => self.on_start(w),
+                Event::HealthCheck => self.on_health_check(),
             }
         }
+        self.fail_stranded();
         assert_eq!(
             self.collector.arrived,
             self.collector.finished(),
@@ -165,9 +306,17 @@ impl Simulation {
         Ok(self.into_output())
     }
 
+    /// Queues `event` at `at`, counting foreground events.
+    fn schedule(&mut self, at: SimTime, class: Class, event: Event) {
+        if !event.is_background() {
+            self.foreground += 1;
+        }
+        self.queue.push(at, class, event);
+    }
+
     fn pull_arrival(&mut self) {
         if let Some(request) = self.workload.next_arrival() {
-            self.queue.push(
+            self.schedule(
                 request.arrival,
                 Class::Arrival,
                 Event::Arrival {
@@ -180,44 +329,117 @@ impl Simulation {
 
     fn on_arrival(&mut self, request: Request) {
         self.collector.on_arrival();
-        for (snap, w) in self.snapshots.iter_mut().zip(&self.workers) {
-            *snap = w.snapshot();
+        self.dispatch(Sequence::new(request, self.now, 0));
+    }
+
+    /// One attempt to place a request on a worker: session state, routing, and what the chosen worker
+    /// really is (up, dead, hung).
+    fn dispatch(&mut self, mut seq: Sequence) {
+        let mut forced = None;
+        if self.gateway.spec.session_state == SessionState::Worker {
+            let workers = &self.workers;
+            let truth = &self.truth;
+            let had = seq.request.segments.len();
+            let (home, reset) = self.gateway.session_home(
+                &mut seq.request,
+                &mut seq.dropped_segments,
+                |w| workers[w].epoch,
+                |w| truth[w] == Truth::Up,
+            );
+            if seq.request.segments.len() != had {
+                seq.hashes.clear(); // the prompt changed: derive its blocks again
+            }
+            seq.session_reset |= reset;
+            forced = home;
+        }
+        for (w, (snap, worker)) in self.snapshots.iter_mut().zip(&self.workers).enumerate() {
+            *snap = worker.snapshot();
+            snap.up = self.gateway.routable(w);
         }
         // Content identity at the engines' block size (uniform when the router compares caches).
         let block_size = self.workers[0].params.block_size;
-        let hashes = request.block_hashes(block_size);
-        let prompt_blocks = ((request.prompt_tokens / block_size) as usize).min(hashes.len());
-        let Some(decision) = self.router.route(
-            self.now,
-            &request,
-            &hashes[..prompt_blocks],
-            &self.snapshots,
-        ) else {
-            self.finish_unserved(request, None, Outcome::Rejected, "no worker up");
+        let hashes = seq.request.block_hashes(block_size);
+        let prompt_blocks = ((seq.request.prompt_tokens / block_size) as usize).min(hashes.len());
+        let decision = match forced {
+            Some(w) => Some(Decision {
+                worker: w,
+                reason: "the conversation lives on this worker",
+            }),
+            None => self.router.route(
+                self.now,
+                &seq.request,
+                &hashes[..prompt_blocks],
+                &self.snapshots,
+            ),
+        };
+        let Some(decision) = decision else {
+            seq.hashes = hashes;
+            self.gateway_error(seq, None, "no worker up");
             return;
         };
         let w = decision.worker;
-        let local = self.workers[w].pool.cached_prefix(&hashes[..prompt_blocks]);
-        let outstanding = self.snapshots[w].outstanding;
-        self.router.record(
-            self.now,
-            &request,
-            decision,
-            &hashes[..prompt_blocks],
-            local as u32,
-            outstanding,
-        );
-        if !self.workers[w].can_ever_fit(request.prompt_tokens, request.output_tokens) {
-            self.finish_unserved(
-                request,
+        if forced.is_none() {
+            let local = self.workers[w].pool.cached_prefix(&hashes[..prompt_blocks]);
+            let outstanding = self.snapshots[w].outstanding;
+            self.router.record(
+                self.now,
+                &seq.request,
+                decision,
+                &hashes[..prompt_blocks],
+                local as u32,
+                outstanding,
+            );
+        }
+        if self.gateway.tracks_sessions(self.targets_sessions()) {
+            self.gateway
+                .on_routed(&seq.request, w, self.workers[w].epoch, self.now);
+        }
+        if !self.workers[w].can_ever_fit(seq.request.prompt_tokens, seq.request.output_tokens) {
+            self.finish_seq(
+                seq,
                 Some(w),
                 Outcome::Rejected,
-                "longer than the worker's KV capacity",
+                Some("longer than the worker's KV capacity"),
             );
             return;
         }
+        match self.truth[w] {
+            Truth::Up => {}
+            Truth::Down(symptom) => {
+                let delay = match symptom {
+                    Symptom::Refused => self.gateway.spec.connect_error_delay,
+                    Symptom::Unreachable => self.gateway.spec.connect_timeout,
+                };
+                seq.hashes = hashes;
+                self.schedule(
+                    self.now + delay,
+                    Class::Gateway,
+                    Event::ConnectFailed {
+                        worker: w,
+                        seq: Box::new(seq),
+                    },
+                );
+                return;
+            }
+            Truth::Hung => {
+                let id = seq.request.id;
+                seq.hashes = hashes;
+                self.workers[w].enqueue(seq);
+                let epoch = self.workers[w].epoch;
+                self.schedule(
+                    self.now + self.gateway.spec.request_timeout,
+                    Class::Gateway,
+                    Event::Timeout {
+                        worker: w,
+                        epoch,
+                        request: id,
+                    },
+                );
+                return;
+            }
+        }
         let params = self.workers[w].params;
-        let mut seq = Sequence::new(request, self.now, 0);
+        seq.enqueued = self.now;
         if params.enable_prefix_caching {
             seq.hashes = if params.block_size == block_size {
                 hashes
@@ -227,6 +449,70 @@ impl Simulation {
             let prompt_blocks = (seq.request.prompt_tokens / params.block_size) as usize;
             let prompt_hashes = &seq.hashes[..prompt_blocks.min(seq.hashes.len())];
             seq.elsewhere_blocks = self.best_prefix_elsewhere(w, prompt_hashes) as u32;
+            if !self.lost.is_empty() {
+                let lost = prompt_hashes
+                    .iter()
+                    .take_while(|h| self.lost.contains(h))
+                    .count();
+                let local = self.workers[w].pool.cached_prefix(&prompt_hashes[..lost]);
+                // This request recomputes them: later ones find them here, or lost for other reasons.
+                for h in &prompt_hashes[local..lost] {
+                    self.lost.remove(h);
+                }
+                seq.failure_blocks = lost as u32;
+            }
+            if let Some(delay) = self.plan_store_load(w, &mut seq) {
+                let epoch = self.workers[w].epoch;
+                self.schedule(
+                    self.now + delay,
+                    Class::Arrival,
+                    Event::Deliver {
+                        worker: w,
+                        epoch,
+                        seq: Box::new(seq),
+                    },
+                );
+                return;
+            }
+        }
+        self.workers[w].enqueue(seq);
+        if !self.workers[w].in_step() {
+            self.start_step(w);
+        }
+    }
+
+    /// With a shared store: if loading the part of the prompt that the store holds beyond `w`'s own cache
+    /// is faster than computing it, marks those blocks for loading and returns the load time.
+    fn plan_store_load(&mut self, w: usize, seq: &mut Sequence) -> Option<SimDuration> {
+        let store = self.gateway.store.as_mut()?;
+        let worker = &self.workers[w];
+        let bs = worker.params.block_size;
+        let max_hit = (((seq.num_tokens() - 1) / bs) as usize).min(seq.hashes.len());
+        let local = worker.pool.cached_prefix(&seq.hashes[..max_hit]);
+        let stored = store.prefix(&seq.hashes[..max_hit], self.now);
+        if stored <= local {
+            return None;
+        }
+        let n = (stored - local) as u32;
+        let block_bytes = worker.perf.kv_bytes_per_token_per_gpu() * f64::from(bs);
+        let load = store.load_time(n, block_bytes);
+        let mut shape = StepShape::default();
+        shape.add(u64::from(n * bs), local as u64 * u64::from(bs));
+        let compute = worker.perf.step_time(&shape);
+        if load >= compute {
+            return None;
+        }
+        store.blocks_loaded += u64::from(n);
+        seq.load_blocks = stored as u32;
+        Some(load)
+    }
+
+    /// A request arrives at `w` after its KV load.
+    fn on_deliver(&mut self, w: usize, epoch: u64, seq: Sequence) {
+        if self.workers[w].epoch != epoch || self.truth[w] != Truth::Up {
+            // The worker failed while the KV was loading: the stream broke.
+            self.on_lost(seq, w, "worker failed");
+            return;
         }
         self.workers[w].enqueue(seq);
         if !self.workers[w].in_step() {
@@ -245,6 +531,7 @@ impl Simulation {
         self.workers
             .iter()
             .filter(|v| v.id != w && v.params.block_size == self.workers[w].params.block_size)
+            .filter(|v| self.truth[v.id] == Truth::Up)
             .filter(|v| v.pool.lookup(next).is_some())
             .map(|v| v.pool.cached_prefix(hashes))
             .max()
@@ -256,16 +543,29 @@ impl Simulation {
         self.forward_kv_events(w);
         for seq in outcome.completed {
             self.router.on_finished(&seq.request, w);
-            let record = self.record(w, seq);
-            self.finish(record);
+            self.gateway.on_success(w);
+            if let Some(store) = &mut self.gateway.store {
+                // The turn's KV (prompt and answer, every full block computed) is written down.
+                let worker = &self.workers[w];
+                let bs = worker.params.block_size;
+                let computed = seq.request.prompt_tokens + seq.request.output_tokens - 1;
+                let full = ((computed / bs) as usize).min(seq.hashes.len());
+                let block_bytes = worker.perf.kv_bytes_per_token_per_gpu() * f64::from(bs);
+                store.write(&seq.hashes[..full], block_bytes, self.now);
+            }
+            self.finish_seq(seq, Some(w), Outcome::Completed, None);
         }
         self.start_step(w);
     }
 
     fn start_step(&mut self, w: usize) {
         if let Some(dt) = self.workers[w].start_step(self.now) {
-            self.queue
-                .push(self.now + dt, Class::StepDone, Event::StepDone(w));
+            let epoch = self.workers[w].epoch;
+            self.schedule(
+                self.now + dt,
+                Class::StepDone,
+                Event::StepDone { worker: w, epoch },
+            );
         }
         self.forward_kv_events(w);
     }
@@ -277,16 +577,24 @@ impl Simulation {
         }
     }
 
-    fn record(&self, w: usize, seq: Sequence) -> RequestRecord {
+    /// Ends a request: its record goes to the collector and the workload (which may send a follow-up).
+    fn finish_seq(
+        &mut self,
+        seq: Sequence,
+        worker: Option<usize>,
+        outcome: Outcome,
+        reason: Option<&'static str>,
+    ) {
+        let completed = outcome == Outcome::Completed;
         let r = &seq.request;
-        RequestRecord {
+        let record = RequestRecord {
             id: r.id,
             session: r.session.map(|s| s.id),
             turn: r.session.map(|s| s.turn),
-            worker: Some(w),
+            worker,
             arrival: r.arrival,
             first_scheduled: seq.first_scheduled,
-            first_token: seq.first_token,
+            first_token: if completed { seq.first_token } else { None },
             finished: self.now,
             prompt_tokens: r.prompt_tokens,
             output_tokens: r.output_tokens,
@@ -294,46 +602,18 @@ impl Simulation {
             prefill_tokens: seq.prefill_tokens,
             recompute: seq.recompute,
             preemptions: seq.preemptions,
-            retries: 0,
-            outcome: Outcome::Completed,
-            reason: None,
-        }
-    }
-
-    fn finish_unserved(
-        &mut self,
-        r: Request,
-        worker: Option<usize>,
-        outcome: Outcome,
-        reason: &'static str,
-    ) {
-        let record = RequestRecord {
-            id: r.id,
-            session: r.session.map(|s| s.id),
-            turn: r.session.map(|s| s.turn),
-            worker,
-            arrival: r.arrival,
-            first_scheduled: None,
-            first_token: None,
-            finished: self.now,
-            prompt_tokens: r.prompt_tokens,
-            output_tokens: r.output_tokens,
-            cached_tokens: 0,
-            prefill_tokens: 0,
-            recompute: Recompute::default(),
-            preemptions: 0,
-            retries: 0,
+            retries: seq.retries + seq.migrations,
+            migrations: seq.migrations,
+            timeouts: seq.timeouts,
+            loaded_tokens: seq.loaded_tokens.unwrap_or(0),
+            session_reset: seq.session_reset,
             outcome,
-            reason: Some(reason),
+            reason,
         };
-        self.finish(record);
-    }
-
-    fn finish(&mut self, record: RequestRecord) {
         self.collector.on_finished(&record);
         if let Some(next) = self.workload.on_finished(&record, self.now) {
             debug_assert!(next.arrival >= self.now);
-            self.queue.push(
+            self.schedule(
                 next.arrival,
                 Class::Arrival,
                 Event::Arrival {

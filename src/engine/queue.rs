@@ -12,10 +12,14 @@ use crate::time::SimTime;
 /// Priority of an event among those due at the same instant. Lower runs first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Class {
-    /// Arrivals first, so a request arriving exactly when a step ends is in the next batch.
-    Arrival = 0,
+    /// Faults first: the world changes before anything else due at the same instant sees it.
+    Fault = 0,
+    /// Arrivals (and retries), so a request arriving exactly when a step ends is in the next batch.
+    Arrival = 1,
     /// Then the end of worker steps, which form the next batch.
-    StepDone = 1,
+    StepDone = 2,
+    /// Last, the gateway's own clock: health checks, timeouts, failed connections.
+    Gateway = 3,
 }
 
 struct Entry<E> {

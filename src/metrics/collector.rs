@@ -3,6 +3,7 @@
 use hdrhistogram::Histogram;
 
 use super::record::{Outcome, Recompute, RequestRecord};
+use super::timeseries::{FaultMark, MetricsSpec, TimeSeries};
 use crate::scenario::Slo;
 use crate::time::SimTime;
 
@@ -93,6 +94,16 @@ pub struct Collector {
     pub sessions_started: u64,
     /// Requests that belonged to a session, in any outcome.
     pub session_requests: u64,
+    /// Requests with an attempt that timed out, requests migrated, and conversations reset.
+    pub timed_out: u64,
+    pub migrated: u64,
+    pub sessions_reset: u64,
+    /// Prompt tokens of completed requests loaded from the shared store instead of computed.
+    pub loaded_tokens: u64,
+    /// Per-window series, fault marks and the fleet's up count.
+    pub series: TimeSeries,
+    /// End of the arrival window (recovery is judged within it).
+    pub arrivals_end: SimTime,
 }
 
 impl Collector {
@@ -120,7 +131,29 @@ impl Collector {
             per_worker: vec![0; workers],
             sessions_started: 0,
             session_requests: 0,
+            timed_out: 0,
+            migrated: 0,
+            sessions_reset: 0,
+            loaded_tokens: 0,
+            series: TimeSeries::new(MetricsSpec::default()),
+            arrivals_end: SimTime::MAX,
         }
+    }
+
+    /// Uses `spec` for the time series and recovery, for a run whose arrivals stop at `arrivals_end`.
+    pub fn set_metrics(&mut self, spec: MetricsSpec, arrivals_end: SimTime) {
+        self.series = TimeSeries::new(spec);
+        self.arrivals_end = arrivals_end;
+    }
+
+    /// A fault happened.
+    pub fn on_fault(&mut self, at: SimTime, label: String, kind: &'static str) {
+        self.series.faults.push(FaultMark { at, label, kind });
+    }
+
+    /// `up` workers are up from `t` on.
+    pub fn on_workers_up(&mut self, t: SimTime, up: u32) {
+        self.series.on_workers_up(t, up);
     }
 
     /// Counts a request arriving at the gateway.
@@ -135,6 +168,10 @@ impl Collector {
         self.recompute.merge(&r.recompute);
         self.preemptions += u64::from(r.preemptions);
         self.prefill_tokens += r.prefill_tokens;
+        self.timed_out += u64::from(r.timeouts > 0);
+        self.migrated += u64::from(r.migrations > 0);
+        self.sessions_reset += u64::from(r.session_reset);
+        self.series.on_finished(r);
         if r.session.is_some() {
             self.session_requests += 1;
             self.sessions_started += u64::from(r.turn == Some(0));
@@ -163,6 +200,7 @@ impl Collector {
                 self.good += u64::from(ttft_ok && tpot_ok);
                 self.prompt_tokens += u64::from(r.prompt_tokens);
                 self.cached_tokens += u64::from(r.cached_tokens);
+                self.loaded_tokens += u64::from(r.loaded_tokens);
                 self.output_tokens += u64::from(r.output_tokens);
                 if let Some(w) = r.worker {
                     self.per_worker[w] += 1;

@@ -5,7 +5,9 @@
 
 pub mod collector;
 pub mod record;
+pub mod recovery;
 pub mod summary;
+pub mod timeseries;
 
 pub use collector::Collector;
 pub use summary::Summary;

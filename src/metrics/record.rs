@@ -17,15 +17,18 @@ pub enum RecomputeCause {
     Failure,
     /// The request's own KV was freed by preemption.
     Preempted,
+    /// A request migrated off a failed worker re-prefilled its prompt and the tokens generated so far.
+    Migrated,
 }
 
 impl RecomputeCause {
     /// Every cause, in report order.
-    pub const ALL: [RecomputeCause; 4] = [
+    pub const ALL: [RecomputeCause; 5] = [
         RecomputeCause::Evicted,
         RecomputeCause::Misrouted,
         RecomputeCause::Failure,
         RecomputeCause::Preempted,
+        RecomputeCause::Migrated,
     ];
 
     /// Position in [`RecomputeCause::ALL`].
@@ -40,6 +43,7 @@ impl RecomputeCause {
             RecomputeCause::Misrouted => "misrouted",
             RecomputeCause::Failure => "failure",
             RecomputeCause::Preempted => "preempted",
+            RecomputeCause::Migrated => "migrated",
         }
     }
 }
@@ -47,14 +51,14 @@ impl RecomputeCause {
 /// Recompute broken down by cause: tokens and GPU-seconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Recompute {
-    pub tokens: [u64; 4],
-    pub gpu_seconds: [f64; 4],
+    pub tokens: [u64; 5],
+    pub gpu_seconds: [f64; 5],
 }
 
 impl Recompute {
     /// Adds another breakdown into this one.
     pub fn merge(&mut self, other: &Recompute) {
-        for i in 0..4 {
+        for i in 0..RecomputeCause::ALL.len() {
             self.tokens[i] += other.tokens[i];
             self.gpu_seconds[i] += other.gpu_seconds[i];
         }
@@ -101,7 +105,16 @@ pub struct RequestRecord {
     pub prefill_tokens: u64,
     pub recompute: Recompute,
     pub preemptions: u32,
+    /// Attempts after the first: retries after errors and migrations.
     pub retries: u32,
+    /// Of those, migrations of the request in flight (continued elsewhere, not restarted).
+    pub migrations: u32,
+    /// Attempts that ended by the gateway's idle timeout.
+    pub timeouts: u32,
+    /// Prompt tokens loaded from a KV tier (the shared store) instead of computed, at first admission.
+    pub loaded_tokens: u32,
+    /// Whether this turn started a new conversation because the old one's state was lost.
+    pub session_reset: bool,
     pub outcome: Outcome,
     /// Why it failed or was rejected.
     pub reason: Option<&'static str>,

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::collector::{Collector, Latency};
 use super::record::RecomputeCause;
+use super::recovery::{self, Recovery};
 use crate::routing::router::ViewAccuracy;
 
 /// Keys of `summary.json`. Add keys freely; never rename one.
@@ -26,6 +27,8 @@ pub struct Summary {
     pub recompute: RecomputeSummary,
     pub preemptions: u64,
     pub sessions: SessionSummary,
+    /// One entry per fault: baseline, worst window, what it cost, time to recover.
+    pub recovery: Vec<Recovery>,
     pub router: RouterSummary,
     pub workers: Vec<WorkerSummary>,
     pub sim: SimInfo,
@@ -47,7 +50,8 @@ pub struct SessionSummary {
     pub total: u64,
     /// Requests that were a turn of some session.
     pub turns: u64,
-    /// Sessions reset by a fault that lost their state. Always 0 for now: faults are not modelled yet.
+    /// Turns that started a new conversation because the old one's state was lost with its worker
+    /// (session state `worker`).
     pub reset: u64,
 }
 
@@ -57,7 +61,12 @@ pub struct Requests {
     pub completed: u64,
     pub failed: u64,
     pub rejected: u64,
+    /// Requests that needed more than one attempt (retries after errors, or migrations).
     pub retried: u64,
+    /// Requests with an attempt that ended by the gateway's idle timeout.
+    pub timed_out: u64,
+    /// Requests migrated off a failed worker (continued elsewhere).
+    pub migrated: u64,
 }
 
 /// A latency distribution in milliseconds.
@@ -109,6 +118,8 @@ pub struct PrefixCache {
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
     pub hit_rate: f64,
+    /// Prompt tokens loaded from the shared KV store instead of computed (not counted as cache hits).
+    pub loaded_tokens: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -123,6 +134,8 @@ pub struct ByCause {
     pub misrouted: CauseCost,
     pub failure: CauseCost,
     pub preempted: CauseCost,
+    /// Prompt and generated tokens that migrated requests prefilled again.
+    pub migrated: CauseCost,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -198,6 +211,8 @@ impl Summary {
                 failed: c.failed,
                 rejected: c.rejected,
                 retried: c.retried,
+                timed_out: c.timed_out,
+                migrated: c.migrated,
             },
             ttft_ms: Dist::of(&c.ttft),
             tpot_ms: Dist::of(&c.tpot),
@@ -218,6 +233,7 @@ impl Summary {
                 prompt_tokens: c.prompt_tokens,
                 cached_tokens: c.cached_tokens,
                 hit_rate: ratio(c.cached_tokens as f64, c.prompt_tokens as f64),
+                loaded_tokens: c.loaded_tokens,
             },
             recompute: RecomputeSummary {
                 tokens: c.recompute.total_tokens(),
@@ -228,14 +244,16 @@ impl Summary {
                     misrouted: cost(RecomputeCause::Misrouted),
                     failure: cost(RecomputeCause::Failure),
                     preempted: cost(RecomputeCause::Preempted),
+                    migrated: cost(RecomputeCause::Migrated),
                 },
             },
             preemptions: c.preemptions,
             sessions: SessionSummary {
                 total: c.sessions_started,
                 turns: c.session_requests,
-                reset: 0,
+                reset: c.sessions_reset,
             },
+            recovery: recovery::analyse(&c.series, c.arrivals_end),
             router,
             workers,
             sim: SimInfo {

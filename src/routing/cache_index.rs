@@ -74,6 +74,14 @@ impl CacheIndex {
         }
     }
 
+    /// Forgets everything worker `w` holds (it died, or restarted empty). O(index size).
+    pub fn clear_worker(&mut self, w: usize) {
+        self.holders.retain(|_, hs| {
+            hs.remove(w as u32);
+            !hs.is_empty()
+        });
+    }
+
     /// Whether worker `w` holds block `h`.
     pub fn holds(&self, w: usize, h: u64) -> bool {
         self.holders.get(&h).is_some_and(|v| {

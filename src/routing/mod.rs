@@ -102,6 +102,10 @@ pub trait RoutingPolicy: Send {
 
     /// Told when a request routed by this policy has finished on `worker`.
     fn on_finished(&mut self, _request: &Request, _worker: usize) {}
+
+    /// Told when the gateway marks `worker` down (a crash or hang it detected, or a drain): forget any
+    /// state about it.
+    fn on_worker_down(&mut self, _worker: usize) {}
 }
 
 #[cfg(test)]

@@ -196,6 +196,21 @@ impl Router {
         }
     }
 
+    /// The gateway learned that `worker` is down (or came back empty): forget its cache contents.
+    pub fn on_worker_down(&mut self, worker: usize) {
+        if let Some(v) = &mut self.view {
+            v.forget_worker(worker);
+        }
+        self.policy.on_worker_down(worker);
+    }
+
+    /// Whether the router's cache picture is the workers' truth.
+    pub fn is_oracle(&self) -> bool {
+        self.view
+            .as_ref()
+            .is_some_and(|v| v.kind() == super::view::ViewKind::Oracle)
+    }
+
     /// A request routed by this router finished on `worker`.
     pub fn on_finished(&mut self, request: &Request, worker: usize) {
         self.policy.on_finished(request, worker);

@@ -123,6 +123,16 @@ impl CacheView {
         }
     }
 
+    /// Forgets what worker `w` was believed to hold (the gateway learned that it died or restarted).
+    pub fn forget_worker(&mut self, w: usize) {
+        self.index.clear_worker(w);
+        self.in_flight.retain(|&(_, v, _)| v != w);
+        if let Some(lru) = self.approx.get_mut(w) {
+            lru.queue.clear();
+            lru.last.clear();
+        }
+    }
+
     /// Brings the view up to `now`: delivers due events, expires old guesses.
     pub fn advance(&mut self, now: SimTime) {
         match self.kind {

@@ -137,6 +137,16 @@ impl BlockPool {
         self.events.get_or_insert_with(Vec::new);
     }
 
+    /// Whether cache events are being recorded.
+    pub fn records_events(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// Hashes of every block with content (cached or in use), in block order.
+    pub fn content_hashes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.hash.iter().filter_map(|h| *h)
+    }
+
     /// Takes the events recorded since the last call (none unless [`BlockPool::record_events`] was called).
     pub fn drain_events(&mut self) -> impl Iterator<Item = KvEvent> + '_ {
         self.events.iter_mut().flat_map(|e| e.drain(..))

@@ -129,6 +129,13 @@ pub struct Worker {
     batch_seconds: f64,
     batch_tokens: u64,
     in_step: bool,
+    /// Incarnation: bumped by every crash, hang and restart, so that a step begun before is ignored.
+    pub epoch: u64,
+    /// Step-time multiplier (a `slowdown` fault); 1 when healthy.
+    pub slowdown: f64,
+    /// KV blocks a `memory_pressure` fault takes away, and the blocks taken so far.
+    kv_reserve_target: u32,
+    reserved: Vec<kv_cache::BlockId>,
     // Counters for the summary.
     pub busy: SimDuration,
     pub steps: u64,
@@ -156,6 +163,10 @@ impl Worker {
             batch_seconds: 0.0,
             batch_tokens: 0,
             in_step: false,
+            epoch: 0,
+            slowdown: 1.0,
+            kv_reserve_target: 0,
+            reserved: Vec::new(),
             busy: SimDuration::ZERO,
             steps: 0,
             preemptions: 0,
@@ -206,7 +217,7 @@ impl Worker {
         );
         self.batch.clear();
         let mut budget = self.params.max_num_batched_tokens;
-        let mut preempted = false;
+        let mut preempted = self.take_reserved_blocks();
 
         // 1. Running sequences, in admission order.
         let mut i = 0;
@@ -256,7 +267,10 @@ impl Worker {
             shape.add(u64::from(n), u64::from(seq.computed));
             seq.first_scheduled.get_or_insert(now);
         }
-        let dt = self.perf.step_time(&shape);
+        let mut dt = self.perf.step_time(&shape);
+        if self.slowdown != 1.0 {
+            dt = SimDuration::from_secs_f64(dt.as_secs_f64() * self.slowdown).max(SimDuration(1));
+        }
         self.batch_seconds = dt.as_secs_f64();
         self.batch_tokens = shape.tokens;
         self.in_step = true;
@@ -319,6 +333,8 @@ impl Worker {
     }
 
     /// Admits the waiting queue's head if its uncached part fits; returns the tokens scheduled for it.
+    /// Blocks the sequence loads from the shared store (`load_blocks`) arrive with it: they take fresh
+    /// blocks, are registered at once, and are not computed.
     fn try_admit(&mut self, budget: u32, now: SimTime) -> Option<u32> {
         let bs = self.params.block_size;
         let caching = self.params.enable_prefix_caching;
@@ -334,13 +350,15 @@ impl Worker {
         } else {
             0
         };
+        let have = hit.max((seq.load_blocks as usize).min(max_hit));
         let cached = hit as u32 * bs;
-        let n = (num_tokens - cached).min(budget);
+        let start = have as u32 * bs;
+        let n = (num_tokens - start).min(budget);
         let hit_blocks: Vec<_> = seq.hashes[..hit]
             .iter()
             .map(|h| self.pool.lookup(*h).unwrap())
             .collect();
-        let new_blocks = self.pool.blocks_for(cached + n) - hit as u32;
+        let new_blocks = self.pool.blocks_for(start + n) - hit as u32;
         if self.pool.free() < new_blocks + self.pool.free_among(&hit_blocks) {
             return None;
         }
@@ -353,38 +371,54 @@ impl Worker {
             let b = self.pool.allocate().expect("free blocks were counted");
             seq.blocks.push(b);
         }
-        seq.computed = cached;
+        for b in hit..have {
+            self.pool.register(seq.blocks[b], seq.hashes[b]);
+        }
+        seq.load_blocks = 0;
+        seq.computed = start;
         if seq.cached_at_admission.is_none() {
             seq.cached_at_admission = Some(cached.min(seq.request.prompt_tokens));
+            seq.loaded_tokens = Some(start.min(seq.request.prompt_tokens) - cached.min(seq.request.prompt_tokens));
         }
-        self.attribute_recompute(&mut seq, hit);
+        self.attribute_recompute(&mut seq, have);
         let _ = now;
         self.running.push(seq);
         Some(n)
     }
 
     /// Records which of the tokens about to be computed were computed before, and why they must be again.
+    /// `hit` leading blocks are present (cached or loaded).
     fn attribute_recompute(&self, seq: &mut Sequence, hit: usize) {
         let bs = self.params.block_size;
-        let cached = hit as u32 * bs;
         seq.runs.clear();
-        if seq.high_water > cached {
-            seq.runs.push(RecomputeRun {
-                start: cached,
-                end: seq.high_water,
-                cause: RecomputeCause::Preempted,
-            });
+        // The request's own earlier progress: migrated, lost with a failed worker, or preempted.
+        let mut cursor = hit as u32 * bs;
+        for (end, cause) in [
+            (seq.migrated_upto, RecomputeCause::Migrated),
+            (seq.lost_upto, RecomputeCause::Failure),
+            (seq.high_water, RecomputeCause::Preempted),
+        ] {
+            if end > cursor {
+                seq.runs.push(RecomputeRun {
+                    start: cursor,
+                    end,
+                    cause,
+                });
+                cursor = end;
+            }
         }
         // Prompt blocks past the hit (and past anything this request computed itself) that the fleet had.
         let prompt_blocks = (seq.request.prompt_tokens / bs) as usize;
         // Another worker could have served at most the blocks before the last token, like this one.
         let usable = (seq.num_tokens() - 1) / bs;
-        let first = hit.max(seq.high_water.div_ceil(bs) as usize);
+        let first = hit.max(cursor.div_ceil(bs) as usize);
         for b in first..prompt_blocks.min(seq.hashes.len()) {
             let cause = if self.pool.recently_evicted(seq.hashes[b]) {
                 RecomputeCause::Evicted
             } else if (b as u32) < seq.elsewhere_blocks.min(usable) {
                 RecomputeCause::Misrouted
+            } else if (b as u32) < seq.failure_blocks.min(usable) {
+                RecomputeCause::Failure
             } else {
                 break; // new content: everything after it in the chain is new too
             };
@@ -394,6 +428,103 @@ impl Worker {
                 _ => seq.runs.push(RecomputeRun { start, end, cause }),
             }
         }
+    }
+
+    /// The process dies: every request on the worker is returned (waiting ones first, then running, each in
+    /// order), the step in flight is abandoned, and the KV cache is wiped — unless `keep_kv`, when the
+    /// requests' blocks are released into the cache instead. Returns the requests and the hashes of the
+    /// content that was lost.
+    pub fn crash(&mut self, keep_kv: bool) -> (Vec<Sequence>, Vec<u64>) {
+        self.stall();
+        let mut lost: Vec<Sequence> = self.waiting.drain(..).collect();
+        let running: Vec<Sequence> = self.running.drain(..).collect();
+        let mut hashes = Vec::new();
+        if keep_kv {
+            for seq in &running {
+                self.pool.release(&seq.blocks);
+            }
+        } else {
+            hashes.extend(self.pool.content_hashes());
+            let events = self.pool.records_events();
+            self.pool = BlockPool::new(self.pool.total(), self.params.block_size);
+            if events {
+                self.pool.record_events();
+            }
+            self.reserved.clear();
+        }
+        lost.extend(running);
+        for seq in &mut lost {
+            seq.blocks.clear();
+        }
+        (lost, hashes)
+    }
+
+    /// The process stops making progress: the step in flight never ends (its event is ignored).
+    pub fn stall(&mut self) {
+        self.epoch += 1;
+        self.in_step = false;
+        self.batch.clear();
+    }
+
+    /// The process starts again (cold, unless the KV survived a crash).
+    pub fn restart(&mut self) {
+        self.epoch += 1;
+        self.in_step = false;
+        self.batch.clear();
+    }
+
+    /// Takes request `id` off the worker (a gateway timeout), releasing its blocks.
+    pub fn remove(&mut self, id: crate::request::RequestId) -> Option<Sequence> {
+        debug_assert!(!self.in_step, "requests are removed only from a stalled worker");
+        if let Some(i) = self.waiting.iter().position(|s| s.request.id == id) {
+            return self.waiting.remove(i);
+        }
+        let i = self.running.iter().position(|s| s.request.id == id)?;
+        let mut seq = self.running.remove(i);
+        self.pool.release(&seq.blocks);
+        seq.blocks.clear();
+        Some(seq)
+    }
+
+    /// Ids of the requests on the worker, waiting then running.
+    pub fn request_ids(&self) -> Vec<crate::request::RequestId> {
+        self.waiting
+            .iter()
+            .chain(&self.running)
+            .map(|s| s.request.id)
+            .collect()
+    }
+
+    /// Memory pressure: `blocks` KV blocks are taken away (0 gives them back). Blocks are taken at the
+    /// start of the next step, evicting cached content and preempting running requests if needed;
+    /// blocks given back return at once.
+    pub fn set_kv_reserve(&mut self, blocks: u32) {
+        self.kv_reserve_target = blocks.min(self.pool.total());
+        while self.reserved.len() as u32 > self.kv_reserve_target {
+            let b = self.reserved.pop().expect("more reserved than the target");
+            self.pool.release(&[b]);
+        }
+    }
+
+    /// KV blocks currently taken away by memory pressure.
+    pub fn reserved_blocks(&self) -> u32 {
+        self.reserved.len() as u32
+    }
+
+    /// Takes blocks towards the memory-pressure target; returns whether it had to preempt.
+    fn take_reserved_blocks(&mut self) -> bool {
+        let mut preempted = false;
+        while (self.reserved.len() as u32) < self.kv_reserve_target {
+            if let Some(b) = self.pool.allocate() {
+                self.reserved.push(b);
+            } else if !self.running.is_empty() {
+                self.preempt(self.running.len() - 1);
+                preempted = true;
+            } else {
+                break; // what is left is taken as blocks free up
+            }
+        }
+        preempted
     }
 
     /// Preempts `running[idx]` (always the last): frees its blocks and puts it at the head of the queue.

@@ -40,6 +40,26 @@ pub struct Sequence {
     pub cached_at_admission: Option<u32>,
     pub prefill_tokens: u64,
     pub preemptions: u32,
+    /// Attempts after the first (retries and migrations), migrations, and attempts that timed out.
+    pub retries: u32,
+    pub migrations: u32,
+    pub timeouts: u32,
+    /// Tokens this request had computed on a worker that failed before a retry from scratch: recomputed
+    /// for cause `failure`.
+    pub lost_upto: u32,
+    /// Tokens (prompt + generated) a migrated request must prefill again: recomputed for cause `migrated`.
+    pub migrated_upto: u32,
+    /// Leading prompt blocks whose KV was on a worker that failed and is held by no live worker (set at
+    /// routing; recomputing them is cause `failure`).
+    pub failure_blocks: u32,
+    /// Leading blocks of `hashes` to load from the shared store at admission instead of computing.
+    pub load_blocks: u32,
+    /// Prompt tokens loaded from the store at first admission.
+    pub loaded_tokens: Option<u32>,
+    /// Whether the gateway restarted this turn's conversation (its state was lost).
+    pub session_reset: bool,
+    /// Prompt segments the gateway removed (history of a conversation that no longer exists).
+    pub dropped_segments: usize,
     /// Token ranges being recomputed since the last admission, and why.
     pub runs: Vec<RecomputeRun>,
     pub recompute: Recompute,
@@ -62,6 +82,16 @@ impl Sequence {
             cached_at_admission: None,
             prefill_tokens: 0,
             preemptions: 0,
+            retries: 0,
+            migrations: 0,
+            timeouts: 0,
+            lost_upto: 0,
+            migrated_upto: 0,
+            failure_blocks: 0,
+            load_blocks: 0,
+            loaded_tokens: None,
+            session_reset: false,
+            dropped_segments: 0,
             runs: Vec::new(),
             recompute: Recompute::default(),
         }
@@ -80,6 +110,33 @@ impl Sequence {
     /// Blocks held by this sequence at most: prompt + output − 1 tokens of KV (the last sample is never fed back).
     pub fn max_blocks(&self, block_size: u32) -> u32 {
         (self.request.prompt_tokens + self.request.output_tokens - 1).div_ceil(block_size)
+    }
+
+    /// Prepares a request that was lost with its worker for a retry from scratch: its progress is gone
+    /// (the client starts over), what it had computed is recomputed for cause `failure`.
+    pub fn restart_from_scratch(&mut self) {
+        let had = self.computed.max(self.high_water).min(self.request.prompt_tokens);
+        self.lost_upto = self.lost_upto.max(had);
+        self.reset_progress();
+        self.generated = 0;
+        self.first_token = None;
+        self.migrated_upto = 0;
+    }
+
+    /// Prepares a request that was lost with its worker for migration: generation resumes where it
+    /// stopped, after the prompt and the tokens generated so far are prefilled again (cause `migrated`).
+    pub fn migrate(&mut self) {
+        self.migrated_upto = self.num_tokens();
+        self.lost_upto = 0;
+        self.reset_progress();
+    }
+
+    fn reset_progress(&mut self) {
+        self.blocks.clear();
+        self.computed = 0;
+        self.high_water = 0;
+        self.runs.clear();
+        self.load_blocks = 0;
     }
 
     /// Attributes the tokens `[from, to)` of a step's chunk to recompute causes, charging `seconds_per_token`.

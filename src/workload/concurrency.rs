@@ -110,6 +110,10 @@ mod tests {
             recompute: Recompute::default(),
             preemptions: 0,
             retries: 0,
+            migrations: 0,
+            timeouts: 0,
+            loaded_tokens: 0,
+            session_reset: false,
             outcome,
             reason: None,
         }

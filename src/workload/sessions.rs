@@ -549,6 +549,10 @@ mod tests {
             recompute: Default::default(),
             preemptions: 0,
             retries: 0,
+            migrations: 0,
+            timeouts: 0,
+            loaded_tokens: 0,
+            session_reset: false,
             outcome,
             reason: None,
         }

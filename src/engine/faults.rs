@@ -1,0 +1,359 @@
+//! The engine's fault and gateway handlers: what a planned fault does to the workers, how the gateway
+//! learns of it (health checks, errors, timeouts), and what becomes of the requests it hits.
+//!
+//! Invariant: every request taken off a failed worker either goes back to the gateway (a retry after
+//! backoff, or a migration at once) or finishes as failed with its reason — none is dropped.
+
+use super::{Class, Event, Simulation, Truth};
+use crate::faults::{FaultKind, Symptom, Targets};
+use crate::gateway::{BeliefChange, InFlight};
+use crate::metrics::record::Outcome;
+use crate::request::RequestId;
+use crate::time::SimTime;
+use crate::worker::Sequence;
+
+impl Simulation {
+    /// Queues the planned faults, late starts and, if there is anything to check, the health-check tick.
+    pub(super) fn schedule_faults(&mut self) {
+        for i in 0..self.plan.len() {
+            let at = self.plan[i].at;
+            self.schedule(at, Class::Fault, Event::Fault(i));
+        }
+        for k in 0..self.starts.len() {
+            let (w, at) = self.starts[k];
+            self.schedule(at, Class::Fault, Event::Start(w));
+        }
+        if !self.plan.is_empty() || !self.starts.is_empty() {
+            let first = SimTime::ZERO + self.gateway.spec.health_check_interval;
+            self.schedule(first, Class::Gateway, Event::HealthCheck);
+        }
+    }
+
+    /// Whether some fault picks its worker by the conversations it holds.
+    pub(super) fn targets_sessions(&self) -> bool {
+        self.plan
+            .iter()
+            .any(|f| f.targets == Targets::MostSessions)
+    }
+
+    fn workers_up(&self) -> u32 {
+        self.truth.iter().filter(|t| **t == Truth::Up).count() as u32
+    }
+
+    /// An attempt failed at the gateway (`worker`, if it reached one, counts the error): retry after the
+    /// backoff, or fail when the retries are used up.
+    pub(super) fn gateway_error(
+        &mut self,
+        seq: Sequence,
+        worker: Option<usize>,
+        reason: &'static str,
+    ) {
+        if let Some(w) = worker
+            && let Some(change) = self.gateway.on_error(w)
+        {
+            self.apply_belief(w, change);
+        }
+        self.retry_or_fail(seq, worker, reason);
+    }
+
+    fn retry_or_fail(&mut self, mut seq: Sequence, worker: Option<usize>, reason: &'static str) {
+        if seq.retries < self.gateway.spec.max_retries {
+            seq.retries += 1;
+            let backoff = self.gateway.spec.backoff(seq.retries);
+            self.schedule(
+                self.now + backoff,
+                Class::Arrival,
+                Event::Retry(Box::new(seq)),
+            );
+        } else {
+            self.finish_seq(seq, worker, Outcome::Failed, Some(reason));
+        }
+    }
+
+    /// A request in flight on `w` was lost with it (its stream broke): fail it, retry it from scratch,
+    /// or migrate it, as the gateway is configured.
+    pub(super) fn on_lost(&mut self, mut seq: Sequence, w: usize, reason: &'static str) {
+        let (limit, max_len) = (
+            self.gateway.spec.migration_limit,
+            self.gateway.spec.migration_max_seq_len,
+        );
+        match self.gateway.spec.in_flight {
+            InFlight::Fail => self.finish_seq(seq, Some(w), Outcome::Failed, Some(reason)),
+            InFlight::Retry => {
+                seq.restart_from_scratch();
+                self.retry_or_fail(seq, Some(w), reason);
+            }
+            InFlight::Migrate => {
+                if seq.migrations >= limit {
+                    self.finish_seq(
+                        seq,
+                        Some(w),
+                        Outcome::Failed,
+                        Some("migration limit reached"),
+                    );
+                } else if max_len.is_some_and(|m| seq.num_tokens() > m.0)
+                {
+                    self.finish_seq(
+                        seq,
+                        Some(w),
+                        Outcome::Failed,
+                        Some("too long to migrate"),
+                    );
+                } else {
+                    seq.migrate();
+                    seq.migrations += 1;
+                    self.dispatch(seq);
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_connect_failed(&mut self, w: usize, seq: Sequence) {
+        let reason = match self.truth[w] {
+            Truth::Down(Symptom::Unreachable) => "connection timed out",
+            _ => "connection refused",
+        };
+        self.gateway_error(seq, Some(w), reason);
+    }
+
+    pub(super) fn on_timeout(&mut self, w: usize, epoch: u64, id: RequestId) {
+        if self.workers[w].epoch != epoch || self.truth[w] != Truth::Hung {
+            return; // the worker was restarted: the request was handled then
+        }
+        let Some(mut seq) = self.workers[w].remove(id) else {
+            return;
+        };
+        seq.timeouts += 1;
+        seq.restart_from_scratch();
+        self.gateway_error(seq, Some(w), "timed out");
+    }
+
+    /// Passes a change of the gateway's belief on to the router.
+    fn apply_belief(&mut self, w: usize, change: BeliefChange) {
+        if change == BeliefChange::MarkedDown {
+            self.router.on_worker_down(w);
+        }
+    }
+
+    pub(super) fn on_health_check(&mut self) {
+        for w in 0..self.workers.len() {
+            let ok = self.truth[w] == Truth::Up;
+            if let Some(change) = self.gateway.on_health_check(w, ok) {
+                self.apply_belief(w, change);
+            }
+        }
+        let next = self.now + self.gateway.spec.health_check_interval;
+        self.schedule(next, Class::Gateway, Event::HealthCheck);
+    }
+
+    /// The workers planned fault `i` hits now.
+    fn resolve_targets(&self, i: usize) -> Vec<usize> {
+        match &self.plan[i].targets {
+            Targets::Workers(ws) => ws.clone(),
+            Targets::MostSessions => {
+                let up = (0..self.workers.len()).filter(|&w| self.truth[w] == Truth::Up);
+                self.gateway.most_sessions(self.now, up).into_iter().collect()
+            }
+            Targets::Store => Vec::new(),
+        }
+    }
+
+    pub(super) fn on_fault(&mut self, i: usize) {
+        let f = self.plan[i].clone();
+        let mut targets = self.resolve_targets(i);
+        if f.kind.takes_down() {
+            // A worker that is already down cannot fail again (a random failure during a restart).
+            targets.retain(|&w| self.truth[w] == Truth::Up);
+        }
+        let label = match &f.targets {
+            Targets::MostSessions => match targets.first() {
+                Some(w) => format!("{} w{w} (most sessions)", f.kind.as_str()),
+                None => format!("{} (no worker up)", f.kind.as_str()),
+            },
+            _ => f.label.clone(),
+        };
+        self.collector.on_fault(f.at, label, f.kind.as_str());
+        match f.kind {
+            FaultKind::Crash => {
+                for &w in &targets {
+                    self.crash_worker(w, f.symptom, f.kv_survives_restart, "worker crashed");
+                    if let Some(r) = f.restart_after {
+                        self.schedule(self.now + r, Class::Fault, Event::Restart { worker: w, fault: i });
+                    }
+                }
+            }
+            FaultKind::Hang => {
+                for &w in &targets {
+                    self.truth[w] = Truth::Hung;
+                    self.workers[w].stall();
+                    let epoch = self.workers[w].epoch;
+                    let deadline = self.now + self.gateway.spec.request_timeout;
+                    for id in self.workers[w].request_ids() {
+                        self.schedule(
+                            deadline,
+                            Class::Gateway,
+                            Event::Timeout {
+                                worker: w,
+                                epoch,
+                                request: id,
+                            },
+                        );
+                    }
+                    if let Some(r) = f.restart_after {
+                        self.schedule(self.now + r, Class::Fault, Event::Restart { worker: w, fault: i });
+                    }
+                }
+                let up = self.workers_up();
+                self.collector.on_workers_up(self.now, up);
+            }
+            FaultKind::Drain => {
+                for &w in &targets {
+                    self.gateway.drain(w);
+                    self.router.on_worker_down(w);
+                    let epoch = self.workers[w].epoch;
+                    self.schedule(
+                        self.now + f.grace,
+                        Class::Fault,
+                        Event::DrainDeadline {
+                            worker: w,
+                            epoch,
+                            fault: i,
+                        },
+                    );
+                }
+            }
+            FaultKind::Slowdown => {
+                for &w in &targets {
+                    self.workers[w].slowdown = f.factor;
+                }
+            }
+            FaultKind::MemoryPressure => {
+                for &w in &targets {
+                    let blocks = (f64::from(self.workers[w].pool.total()) * f.fraction).ceil() as u32;
+                    self.workers[w].set_kv_reserve(blocks);
+                    self.kick(w);
+                }
+            }
+            FaultKind::StoreFailure => {
+                if let Some(store) = &mut self.gateway.store {
+                    store.available = false;
+                    if f.data_loss {
+                        store.clear();
+                    }
+                }
+            }
+        }
+        if let Some(d) = f.duration {
+            self.schedule(self.now + d, Class::Fault, Event::FaultEnds(i));
+        }
+        self.hit[i] = targets;
+    }
+
+    pub(super) fn on_fault_ends(&mut self, i: usize) {
+        let targets = self.hit[i].clone();
+        match self.plan[i].kind {
+            FaultKind::Slowdown => {
+                for w in targets {
+                    self.workers[w].slowdown = 1.0;
+                }
+            }
+            FaultKind::MemoryPressure => {
+                for w in targets {
+                    self.workers[w].set_kv_reserve(0);
+                    self.kick(w);
+                }
+            }
+            FaultKind::StoreFailure => {
+                if let Some(store) = &mut self.gateway.store {
+                    store.available = true;
+                }
+            }
+            FaultKind::Crash | FaultKind::Hang | FaultKind::Drain => {}
+        }
+    }
+
+    /// Starts a step on `w` if it is up and idle (after its capacity or speed changed).
+    fn kick(&mut self, w: usize) {
+        if self.truth[w] == Truth::Up && !self.workers[w].in_step() {
+            self.start_step(w);
+        }
+    }
+
+    /// Worker `w` dies: its requests are lost (the gateway sees their streams break), its KV cache is
+    /// wiped unless it survives, and new connections fail as `symptom` says.
+    fn crash_worker(&mut self, w: usize, symptom: Symptom, keep_kv: bool, reason: &'static str) {
+        let (lost, hashes) = self.workers[w].crash(keep_kv);
+        self.truth[w] = Truth::Down(symptom);
+        self.lost.extend(hashes);
+        if self.router.is_oracle() && !keep_kv {
+            self.router.on_worker_down(w);
+        }
+        let up = self.workers_up();
+        self.collector.on_workers_up(self.now, up);
+        for _ in &lost {
+            if let Some(change) = self.gateway.on_error(w) {
+                self.apply_belief(w, change);
+            }
+        }
+        for seq in lost {
+            self.on_lost(seq, w, reason);
+        }
+    }
+
+    pub(super) fn on_drain_deadline(&mut self, w: usize, epoch: u64, fault: usize) {
+        if self.workers[w].epoch != epoch || self.truth[w] != Truth::Up {
+            return; // it failed meanwhile
+        }
+        // What has not finished in the grace period is cut off.
+        self.crash_worker(w, Symptom::Refused, false, "cut off by a drain");
+        if let Some(r) = self.plan[fault].restart_after {
+            self.schedule(self.now + r, Class::Fault, Event::Restart { worker: w, fault });
+        }
+    }
+
+    pub(super) fn on_restart(&mut self, w: usize, fault: usize) {
+        match self.truth[w] {
+            Truth::Hung => {
+                // The hung process is killed: what is still on it is lost.
+                self.crash_worker(w, Symptom::Refused, false, "worker restarted");
+            }
+            Truth::Up => return,
+            Truth::Down(_) => {}
+        }
+        self.truth[w] = Truth::Up;
+        self.workers[w].restart();
+        self.gateway.end_drain_if_draining(w);
+        if !self.plan[fault].kv_survives_restart {
+            // The new incarnation starts empty: the router forgets what it believed it held.
+            self.router.on_worker_down(w);
+        }
+        let up = self.workers_up();
+        self.collector.on_workers_up(self.now, up);
+    }
+
+    pub(super) fn on_start(&mut self, w: usize) {
+        self.truth[w] = Truth::Up;
+        let up = self.workers_up();
+        self.collector.on_workers_up(self.now, up);
+    }
+
+    /// Requests still on a worker when nothing more can happen (a worker whose memory was taken away
+    /// for good): they fail, counted, instead of vanishing.
+    pub(super) fn fail_stranded(&mut self) {
+        for w in 0..self.workers.len() {
+            let (stranded, _) = if self.workers[w].outstanding() > 0 {
+                self.workers[w].crash(true)
+            } else {
+                continue;
+            };
+            for seq in stranded {
+                self.finish_seq(
+                    seq,
+                    Some(w),
+                    Outcome::Failed,
+                    Some("never served: the worker could not admit it"),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! Per-window time series (`timeseries.csv`) and the raw material of the recovery analysis.
+//!
+//! Each finished request is folded into fixed windows of simulated time: latencies and hit rate by the
+//! window of its *arrival* (what a user arriving then experienced), outcomes (completions, failures,
+//! retries, resets, recompute) by the window in which it *finished*, and queueing as the time-average
+//! number of requests waiting for their first step. Memory is per window, never per request.
+
+use serde::{Deserialize, Serialize};
+
+use super::record::{Outcome, RecomputeCause, RequestRecord};
+use crate::config::Fraction;
+use crate::time::{SimDuration, SimTime};
+
+/// `[metrics]`: the time-series window and how recovery is judged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSpec {
+    /// Width of one time-series window.
+    #[serde(default = "defaults::window")]
+    pub window: SimDuration,
+    /// Recovery: how long the windowed p95 TTFT must stay within tolerance of the baseline.
+    #[serde(default = "defaults::recovery_hold")]
+    pub recovery_hold: SimDuration,
+    /// Recovery: how far before a fault the baseline reaches.
+    #[serde(default = "defaults::recovery_baseline")]
+    pub recovery_baseline: SimDuration,
+    /// Recovery: windowed p95 TTFT within `(1 + tolerance) ×` baseline counts as recovered.
+    #[serde(default = "defaults::recovery_tolerance")]
+    pub recovery_tolerance: Fraction,
+}
+
+impl Default for MetricsSpec {
+    fn default() -> Self {
+        toml::from_str("").expect("every metrics key has a default")
+    }
+}
+
+mod defaults {
+    use super::*;
+    pub fn window() -> SimDuration {
+        SimDuration::from_secs(10)
+    }
+    pub fn recovery_hold() -> SimDuration {
+        SimDuration::from_secs(60)
+    }
+    pub fn recovery_baseline() -> SimDuration {
+        SimDuration::from_secs(300)
+    }
+    pub fn recovery_tolerance() -> Fraction {
+        Fraction(0.1)
+    }
+}
+
+/// Log-spaced buckets: bucket `i` holds values in `[FLOOR·R^i, FLOOR·R^(i+1))` ns, R = 1.02 (2% wide).
+const FLOOR_NS: f64 = 1_000.0;
+const LN_R: f64 = 0.019_802_627_296_179_712; // ln(1.02)
+const MAX_BUCKETS: usize = 1_400; // 1 µs · 1.02^1400 ≈ 10^12 s
+
+/// A small latency histogram with 2%-wide buckets: quantiles within 1% of the true value (the bucket's
+/// geometric middle), clamped to the observed minimum and maximum.
+#[derive(Clone, Debug, Default)]
+pub struct LogHist {
+    counts: Vec<u32>,
+    n: u64,
+    min: u64,
+    max: u64,
+}
+
+impl LogHist {
+    fn bucket(ns: u64) -> usize {
+        if (ns as f64) < FLOOR_NS {
+            return 0;
+        }
+        (((ns as f64 / FLOOR_NS).ln() / LN_R) as usize).min(MAX_BUCKETS - 1)
+    }
+
+    /// Adds one value, ns.
+    pub fn record(&mut self, ns: u64) {
+        let b = Self::bucket(ns);
+        if self.counts.len() <= b {
+            self.counts.resize(b + 1, 0);
+        }
+        self.counts[b] += 1;
+        self.min = if self.n == 0 { ns } else { self.min.min(ns) };
+        self.max = self.max.max(ns);
+        self.n += 1;
+    }
+
+    /// Adds every value of `other`.
+    pub fn merge(&mut self, other: &LogHist) {
+        if other.n == 0 {
+            return;
+        }
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.min = if self.n == 0 {
+            other.min
+        } else {
+            self.min.min(other.min)
+        };
+        self.max = self.max.max(other.max);
+        self.n += other.n;
+    }
+
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+
+    /// The value at quantile `q` (nearest rank), ns; `None` when empty.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.n == 0 {
+            return None;
+        }
+        let rank = ((q * self.n as f64).ceil() as u64).clamp(1, self.n);
+        if rank == self.n {
+            return Some(self.max as f64);
+        }
+        let mut seen = 0u64;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += u64::from(c);
+            if seen >= rank {
+                let mid = if i == 0 {
+                    FLOOR_NS / 2.0
+                } else {
+                    FLOOR_NS * ((i as f64 + 0.5) * LN_R).exp()
+                };
+                return Some(mid.clamp(self.min as f64, self.max as f64));
+            }
+        }
+        Some(self.max as f64)
+    }
+}
+
+/// One window's counts.
+#[derive(Clone, Debug, Default)]
+pub struct Window {
+    /// Requests that arrived in the window (counted when they finish, so every arrival is counted once).
+    pub arrivals: u64,
+    /// Requests completed, failed, with retries (or migrations), and conversations reset, in the window.
+    pub completions: u64,
+    pub failed: u64,
+    pub retried: u64,
+    pub resets: u64,
+    /// Tokens recomputed because of failures (causes `failure` and `migrated`), by finish window.
+    pub failure_recompute: u64,
+    /// TTFT of completed requests that arrived in the window.
+    pub ttft: LogHist,
+    /// Prompt and cached tokens of completed requests that arrived in the window.
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    /// Request-nanoseconds spent waiting for a first step within the window.
+    pub queued_ns: u128,
+}
+
+/// A fault as the outputs show it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultMark {
+    pub at: SimTime,
+    pub label: String,
+    pub kind: &'static str,
+}
+
+/// Windows over the whole run, plus the fleet's up count and the faults.
+#[derive(Clone, Debug)]
+pub struct TimeSeries {
+    pub spec: MetricsSpec,
+    pub windows: Vec<Window>,
+    /// (time, workers up from then on), in time order.
+    pub up: Vec<(SimTime, u32)>,
+    pub faults: Vec<FaultMark>,
+}
+
+impl TimeSeries {
+    /// An empty series with `spec`'s window.
+    pub fn new(spec: MetricsSpec) -> Self {
+        TimeSeries {
+            spec,
+            windows: Vec::new(),
+            up: Vec::new(),
+            faults: Vec::new(),
+        }
+    }
+
+    fn width(&self) -> u64 {
+        self.spec.window.0.max(1)
+    }
+
+    /// Index of the window holding `t`.
+    pub fn index(&self, t: SimTime) -> usize {
+        (t.0 / self.width()) as usize
+    }
+
+    /// Start of window `i`.
+    pub fn start(&self, i: usize) -> SimTime {
+        SimTime(i as u64 * self.width())
+    }
+
+    fn at(&mut self, i: usize) -> &mut Window {
+        if self.windows.len() <= i {
+            self.windows.resize_with(i + 1, Window::default);
+        }
+        &mut self.windows[i]
+    }
+
+    /// Folds in one finished request.
+    pub fn on_finished(&mut self, r: &RequestRecord) {
+        let a = self.index(r.arrival);
+        let f = self.index(r.finished);
+        self.at(a).arrivals += 1;
+        let fw = self.at(f);
+        match r.outcome {
+            Outcome::Completed => fw.completions += 1,
+            Outcome::Failed => fw.failed += 1,
+            Outcome::Rejected => {}
+        }
+        fw.retried += u64::from(r.retries > 0);
+        fw.resets += u64::from(r.session_reset);
+        fw.failure_recompute += r.recompute.tokens[RecomputeCause::Failure.index()]
+            + r.recompute.tokens[RecomputeCause::Migrated.index()];
+        if r.outcome == Outcome::Completed
+            && let Some(first) = r.first_token
+        {
+            let aw = self.at(a);
+            aw.ttft.record(first.since(r.arrival).0);
+            aw.prompt_tokens += u64::from(r.prompt_tokens);
+            aw.cached_tokens += u64::from(r.cached_tokens);
+        }
+        // Waiting for a first step: from arrival to the first step (or the end, if never scheduled).
+        let until = r.first_scheduled.unwrap_or(r.finished);
+        let mut t = r.arrival;
+        while t < until {
+            let i = self.index(t);
+            let end = self.start(i + 1).min(until);
+            self.at(i).queued_ns += u128::from(end.0 - t.0);
+            t = end;
+        }
+    }
+
+    /// Workers up from `t` on.
+    pub fn on_workers_up(&mut self, t: SimTime, up: u32) {
+        match self.up.last_mut() {
+            Some(last) if last.0 == t => last.1 = up,
+            _ => self.up.push((t, up)),
+        }
+    }
+
+    /// Workers up at `t` (the last change at or before it).
+    pub fn up_at(&self, t: SimTime) -> Option<u32> {
+        let i = self.up.partition_point(|&(s, _)| s <= t);
+        (i > 0).then(|| self.up[i - 1].1)
+    }
+
+    /// `timeseries.csv`: one row per window from 0 to the last window with activity.
+    pub fn to_csv(&self) -> Vec<u8> {
+        use std::fmt::Write;
+        let mut o = String::from(
+            "window_start_s,window_end_s,arrivals,completions,failed,retried,sessions_reset,\
+             ttft_p50_ms,ttft_p95_ms,hit_rate,queue_depth,workers_up,failure_recompute_tokens,faults\n",
+        );
+        let width = self.spec.window.as_secs_f64();
+        for (i, w) in self.windows.iter().enumerate() {
+            let ms = |q: f64| {
+                w.ttft
+                    .quantile(q)
+                    .map_or(String::new(), |v| format!("{:.3}", v / 1e6))
+            };
+            let hit = if w.prompt_tokens > 0 {
+                format!("{:.6}", w.cached_tokens as f64 / w.prompt_tokens as f64)
+            } else {
+                String::new()
+            };
+            let depth = w.queued_ns as f64 / self.spec.window.0.max(1) as f64;
+            let end = self.start(i + 1);
+            let up = self.up_at(SimTime(end.0.saturating_sub(1))).map_or(String::new(), |u| u.to_string());
+            let faults: Vec<&str> = self
+                .faults
+                .iter()
+                .filter(|f| self.index(f.at) == i)
+                .map(|f| f.label.as_str())
+                .collect();
+            let _ = writeln!(
+                o,
+                "{:.3},{:.3},{},{},{},{},{},{},{},{},{:.3},{},{},{}",
+                i as f64 * width,
+                (i + 1) as f64 * width,
+                w.arrivals,
+                w.completions,
+                w.failed,
+                w.retried,
+                w.resets,
+                ms(0.5),
+                ms(0.95),
+                hit,
+                depth,
+                up,
+                w.failure_recompute,
+                faults.join(";")
+            );
+        }
+        o.into_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_hist_quantiles_are_within_one_percent_and_clamped() {
+        let mut h = LogHist::default();
+        for v in 1..=1000u64 {
+            h.record(v * 1_000_000); // 1..1000 ms
+        }
+        // Nearest rank: p50 is the 500th value (500 ms), p95 the 950th (950 ms).
+        let p50 = h.quantile(0.5).unwrap();
+        let p95 = h.quantile(0.95).unwrap();
+        assert!((p50 / 500e6 - 1.0).abs() < 0.01, "{p50}");
+        assert!((p95 / 950e6 - 1.0).abs() < 0.01, "{p95}");
+        assert_eq!(h.quantile(1.0).unwrap(), 1000e6);
+        let mut one = LogHist::default();
+        one.record(7_777_777);
+        assert_eq!(one.quantile(0.5), Some(7_777_777.0), "a single value is exact");
+        assert_eq!(LogHist::default().quantile(0.5), None);
+    }
+
+    #[test]
+    fn queueing_is_split_across_windows() {
+        let mut ts = TimeSeries::new(MetricsSpec::default());
+        let r = RequestRecord {
+            id: 1,
+            session: None,
+            turn: None,
+            worker: Some(0),
+            arrival: SimTime(5_000_000_000),
+            first_scheduled: Some(SimTime(25_000_000_000)),
+            first_token: Some(SimTime(26_000_000_000)),
+            finished: SimTime(30_000_000_000),
+            prompt_tokens: 10,
+            output_tokens: 2,
+            cached_tokens: 5,
+            prefill_tokens: 5,
+            recompute: Default::default(),
+            preemptions: 0,
+            retries: 0,
+            migrations: 0,
+            timeouts: 0,
+            loaded_tokens: 0,
+            session_reset: false,
+            outcome: Outcome::Completed,
+            reason: None,
+        };
+        ts.on_finished(&r);
+        // Waited 5..25 s: 5 s in window 0, 10 s in window 1, 5 s in window 2.
+        let q: Vec<u128> = ts.windows.iter().map(|w| w.queued_ns).collect();
+        assert_eq!(q, vec![5_000_000_000, 10_000_000_000, 5_000_000_000, 0]);
+        assert_eq!(ts.windows[0].arrivals, 1);
+        assert_eq!(ts.windows[3].completions, 1);
+        assert_eq!(ts.windows[0].ttft.quantile(0.5), Some(21e9));
+    }
+}
