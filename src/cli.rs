@@ -57,6 +57,10 @@ pub enum Command {
         /// (default: every `[policies]` table in the scenario).
         #[arg(long)]
         policies: Option<String>,
+        /// Also vary one scenario key: `KEY=V1,V2,...` (e.g. `gateway.session_state=client,worker`); every
+        /// policy runs once per value.
+        #[arg(long, value_name = "KEY=V1,V2,...")]
+        vary: Option<String>,
         /// Write one folder per policy plus comparison.json, comparison.md and comparison.csv here.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -264,12 +268,14 @@ pub fn main_with(cli: Cli) -> Result<()> {
         Command::Compare {
             scenario,
             policies,
+            vary,
             out,
             set,
             threads,
         } => compare(
             &scenario,
             policies.as_deref(),
+            vary.as_deref(),
             out.as_deref(),
             &set,
             threads,
@@ -560,6 +566,7 @@ fn run(path: &Path, out: Option<&Path>, set: &[String], json: bool, quiet: bool)
 fn compare(
     path: &Path,
     policies: Option<&str>,
+    vary: Option<&str>,
     out: Option<&Path>,
     set: &[String],
     threads: Option<usize>,
@@ -567,6 +574,7 @@ fn compare(
     let scenario = Scenario::load(path, set)?;
     let list = match policies {
         Some(p) => p.to_string(),
+        None if vary.is_some() && scenario.policies.is_empty() => String::new(),
         None if !scenario.policies.is_empty() => scenario
             .policies
             .keys()
@@ -578,7 +586,30 @@ fn compare(
             path.display()
         ),
     };
-    let contenders = compare::resolve(&list, &scenario).map_err(anyhow::Error::msg)?;
+    let mut contenders = if list.is_empty() {
+        // Only --vary: the scenario's own router, once per value.
+        vec![compare::Contender {
+            label: scenario.router.policy.name().to_string(),
+            router: scenario.router.clone(),
+            scenario: None,
+        }]
+    } else {
+        compare::resolve(&list, &scenario).map_err(anyhow::Error::msg)?
+    };
+    if let Some(vary) = vary {
+        let (key, values) = vary
+            .split_once('=')
+            .context("--vary takes KEY=V1,V2,... (e.g. gateway.session_state=client,worker)")?;
+        let mut variants = Vec::new();
+        for v in values.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+            let label = format!("{key}={v}");
+            let mut overrides = set.to_vec();
+            overrides.push(label.clone());
+            variants.push((label, Scenario::load(path, &overrides)?));
+        }
+        anyhow::ensure!(!variants.is_empty(), "--vary {vary}: no values given");
+        contenders = compare::cross(contenders, &variants);
+    }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads.unwrap_or(0))
         .build()

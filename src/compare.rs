@@ -18,11 +18,39 @@ use crate::metrics::summary::round;
 use crate::routing::RouterSpec;
 use crate::scenario::Scenario;
 
-/// One policy to compare: a label (used for its results folder) and its router configuration.
+/// One policy to compare: a label (used for its results folder) and its router configuration; with
+/// `--vary`, also the scenario it runs (the base scenario with one key overridden).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Contender {
     pub label: String,
     pub router: RouterSpec,
+    /// The scenario to run, if not the base one.
+    pub scenario: Option<Box<Scenario>>,
+}
+
+/// Crosses contenders with variants of the scenario: `variants` are (label, scenario) pairs, e.g.
+/// `gateway.session_state=worker` and the scenario loaded with that override. With one contender the
+/// variant's label alone names the run; with several, `policy variant`.
+pub fn cross(contenders: Vec<Contender>, variants: &[(String, Scenario)]) -> Vec<Contender> {
+    if variants.is_empty() {
+        return contenders;
+    }
+    let single = contenders.len() == 1;
+    let mut out = Vec::new();
+    for c in &contenders {
+        for (label, s) in variants {
+            out.push(Contender {
+                label: if single {
+                    label.clone()
+                } else {
+                    format!("{} {label}", c.label)
+                },
+                router: c.router.clone(),
+                scenario: Some(Box::new(s.clone())),
+            });
+        }
+    }
+    out
 }
 
 /// Resolves a `--policies` list against the scenario. Items are names of `[policies.NAME]` tables in the
@@ -57,6 +85,7 @@ pub fn resolve(list: &str, scenario: &Scenario) -> Result<Vec<Contender>, String
         out.push(Contender {
             label: item,
             router,
+            scenario: None,
         });
     }
     Ok(out)
@@ -95,7 +124,7 @@ pub fn run_all(scenario: &Scenario, contenders: &[Contender]) -> Result<Vec<RunO
     contenders
         .par_iter()
         .map(|c| {
-            let mut s = scenario.clone();
+            let mut s = c.scenario.as_deref().unwrap_or(scenario).clone();
             s.router = c.router.clone();
             s.validate()
                 .map_err(|(f, m)| format!("{}: {f}: {m}", c.label))?;
@@ -115,7 +144,7 @@ pub struct Headline {
 }
 
 /// Metric names in table order, with whether lower is better.
-pub const METRICS: [(&str, bool); 17] = [
+pub const METRICS: [(&str, bool); 20] = [
     ("completed", false),
     ("failed", true),
     ("rejected", true),
@@ -133,6 +162,9 @@ pub const METRICS: [(&str, bool); 17] = [
     ("recompute_tokens", true),
     ("recompute_gpu_s", true),
     ("max_worker_share", true),
+    ("failure_recompute_tokens", true),
+    ("sessions_reset", true),
+    ("retried", true),
 ];
 
 fn headline(label: &str, s: &Summary) -> Headline {
@@ -155,6 +187,9 @@ fn headline(label: &str, s: &Summary) -> Headline {
         s.recompute.tokens as f64,
         s.recompute.gpu_seconds,
         max_share,
+        (s.recompute.by_cause.failure.tokens + s.recompute.by_cause.migrated.tokens) as f64,
+        s.sessions.reset as f64,
+        s.requests.retried as f64,
     ];
     Headline {
         label: label.to_string(),

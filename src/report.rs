@@ -10,7 +10,7 @@ use crate::routing::router::DecisionRecord;
 /// A file to write: its name within the results directory and its contents.
 pub type OutputFile = (String, Vec<u8>);
 
-/// The files of one run: `summary.json`, `summary.md`, `run_info.json` and, if decisions were logged,
+/// The files of one run: `summary.json`, `summary.md`, `run_info.json`, `timeseries.csv` and, if decisions were logged,
 /// `decisions.csv`.
 pub fn run_files(out: &RunOutput, wall_s: f64) -> Result<Vec<OutputFile>> {
     let s = &out.summary;
@@ -29,6 +29,7 @@ pub fn run_files(out: &RunOutput, wall_s: f64) -> Result<Vec<OutputFile>> {
             "run_info.json".to_string(),
             (serde_json::to_string_pretty(&info)? + "\n").into_bytes(),
         ),
+        ("timeseries.csv".to_string(), out.collector.series.to_csv()),
     ];
     if !out.decisions.is_empty() {
         files.push(("decisions.csv".to_string(), decisions_csv(&out.decisions)?));

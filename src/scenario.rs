@@ -9,11 +9,11 @@ use thiserror::Error;
 use crate::config::{Fraction, PositiveInt, toml_error_parts, toml_value};
 use crate::faults::{FaultPlan, FaultSpec, Fleet, RestartSpec};
 use crate::gateway::{GatewaySpec, SessionState};
-use crate::metrics::timeseries::MetricsSpec;
-use crate::time::SimTime;
 use crate::hardware::{GpuId, ModelId, PerfModel, Precision, Profile, ProfileKey};
+use crate::metrics::timeseries::MetricsSpec;
 use crate::routing::RouterSpec;
 use crate::time::SimDuration;
+use crate::time::SimTime;
 use crate::worker::{EngineParams, kv_capacity_blocks};
 use crate::workload::WorkloadSpec;
 
@@ -77,9 +77,9 @@ impl<'de> Deserialize<'de> for Domains {
             One(String),
             Many(Vec<String>),
         }
-        match OneOrMany::deserialize(d).map_err(|_| {
-            serde::de::Error::custom("expected a label (text) or a list of labels")
-        })? {
+        match OneOrMany::deserialize(d)
+            .map_err(|_| serde::de::Error::custom("expected a label (text) or a list of labels"))?
+        {
             OneOrMany::One(s) => Ok(Domains(vec![s])),
             OneOrMany::Many(v) => Ok(Domains(v)),
         }

@@ -31,9 +31,7 @@ impl Simulation {
 
     /// Whether some fault picks its worker by the conversations it holds.
     pub(super) fn targets_sessions(&self) -> bool {
-        self.plan
-            .iter()
-            .any(|f| f.targets == Targets::MostSessions)
+        self.plan.iter().any(|f| f.targets == Targets::MostSessions)
     }
 
     fn workers_up(&self) -> u32 {
@@ -91,14 +89,8 @@ impl Simulation {
                         Outcome::Failed,
                         Some("migration limit reached"),
                     );
-                } else if max_len.is_some_and(|m| seq.num_tokens() > m.0)
-                {
-                    self.finish_seq(
-                        seq,
-                        Some(w),
-                        Outcome::Failed,
-                        Some("too long to migrate"),
-                    );
+                } else if max_len.is_some_and(|m| seq.num_tokens() > m.0) {
+                    self.finish_seq(seq, Some(w), Outcome::Failed, Some("too long to migrate"));
                 } else {
                     seq.migrate();
                     seq.migrations += 1;
@@ -152,7 +144,10 @@ impl Simulation {
             Targets::Workers(ws) => ws.clone(),
             Targets::MostSessions => {
                 let up = (0..self.workers.len()).filter(|&w| self.truth[w] == Truth::Up);
-                self.gateway.most_sessions(self.now, up).into_iter().collect()
+                self.gateway
+                    .most_sessions(self.now, up)
+                    .into_iter()
+                    .collect()
             }
             Targets::Store => Vec::new(),
         }
@@ -178,7 +173,14 @@ impl Simulation {
                 for &w in &targets {
                     self.crash_worker(w, f.symptom, f.kv_survives_restart, "worker crashed");
                     if let Some(r) = f.restart_after {
-                        self.schedule(self.now + r, Class::Fault, Event::Restart { worker: w, fault: i });
+                        self.schedule(
+                            self.now + r,
+                            Class::Fault,
+                            Event::Restart {
+                                worker: w,
+                                fault: i,
+                            },
+                        );
                     }
                 }
             }
@@ -200,7 +202,14 @@ impl Simulation {
                         );
                     }
                     if let Some(r) = f.restart_after {
-                        self.schedule(self.now + r, Class::Fault, Event::Restart { worker: w, fault: i });
+                        self.schedule(
+                            self.now + r,
+                            Class::Fault,
+                            Event::Restart {
+                                worker: w,
+                                fault: i,
+                            },
+                        );
                     }
                 }
                 let up = self.workers_up();
@@ -229,7 +238,8 @@ impl Simulation {
             }
             FaultKind::MemoryPressure => {
                 for &w in &targets {
-                    let blocks = (f64::from(self.workers[w].pool.total()) * f.fraction).ceil() as u32;
+                    let blocks =
+                        (f64::from(self.workers[w].pool.total()) * f.fraction).ceil() as u32;
                     self.workers[w].set_kv_reserve(blocks);
                     self.kick(w);
                 }
@@ -307,7 +317,11 @@ impl Simulation {
         // What has not finished in the grace period is cut off.
         self.crash_worker(w, Symptom::Refused, false, "cut off by a drain");
         if let Some(r) = self.plan[fault].restart_after {
-            self.schedule(self.now + r, Class::Fault, Event::Restart { worker: w, fault });
+            self.schedule(
+                self.now + r,
+                Class::Fault,
+                Event::Restart { worker: w, fault },
+            );
         }
     }
 

@@ -173,13 +173,24 @@ impl Simulation {
     }
 
     /// Adds faults, the gateway's configuration, and late worker starts (`(worker, time)`).
-    pub fn set_faults(&mut self, plan: FaultPlan, gateway: GatewaySpec, starts: Vec<(usize, SimTime)>) {
+    pub fn set_faults(
+        &mut self,
+        plan: FaultPlan,
+        gateway: GatewaySpec,
+        starts: Vec<(usize, SimTime)>,
+    ) {
         let started: Vec<bool> = (0..self.workers.len())
             .map(|w| !starts.iter().any(|&(v, _)| v == w))
             .collect();
         self.truth = started
             .iter()
-            .map(|&up| if up { Truth::Up } else { Truth::Down(Symptom::Refused) })
+            .map(|&up| {
+                if up {
+                    Truth::Up
+                } else {
+                    Truth::Down(Symptom::Refused)
+                }
+            })
             .collect();
         self.gateway = Gateway::new(gateway, &started);
         self.hit = vec![Vec::new(); plan.faults.len()];
@@ -294,6 +305,15 @@ impl Simulation {
             }
         }
         self.fail_stranded();
+        for w in &self.workers {
+            // Every request has finished, so only memory pressure may still hold blocks.
+            assert_eq!(
+                w.pool.used(),
+                w.reserved_blocks(),
+                "worker {} leaked KV blocks",
+                w.id
+            );
+        }
         assert_eq!(
             self.collector.arrived,
             self.collector.finished(),
@@ -559,6 +579,10 @@ impl Simulation {
     }
 
     fn start_step(&mut self, w: usize) {
+        debug_assert!(
+            self.truth[w] == Truth::Up,
+            "worker {w} would serve work while it is down"
+        );
         if let Some(dt) = self.workers[w].start_step(self.now) {
             let epoch = self.workers[w].epoch;
             self.schedule(

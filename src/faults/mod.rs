@@ -304,7 +304,11 @@ impl FaultSpec {
         only("grace", self.grace.is_some(), &[Drain])?;
         only("symptom", self.symptom.is_some(), &[Crash])?;
         only("kv_survives_restart", self.kv_survives_restart, &[Crash])?;
-        only("restart_after", self.restart_after.is_some(), &[Crash, Hang, Drain])?;
+        only(
+            "restart_after",
+            self.restart_after.is_some(),
+            &[Crash, Hang, Drain],
+        )?;
         only("restart", !self.restart, &[Crash, Hang])?;
         only("mtbf", self.mtbf.is_some(), &[Crash, Hang])?;
         only(
@@ -320,15 +324,15 @@ impl FaultSpec {
                 ("shape", self.shape.is_some()),
             ] {
                 if set {
-                    return Err((field, "applies only to stochastic faults (with mtbf)".into()));
+                    return Err((
+                        field,
+                        "applies only to stochastic faults (with mtbf)".into(),
+                    ));
                 }
             }
         }
         if self.distribution == Lifetime::Weibull && self.shape.is_none() {
-            return Err((
-                "shape",
-                "a Weibull distribution needs its shape k".into(),
-            ));
+            return Err(("shape", "a Weibull distribution needs its shape k".into()));
         }
         for (field, d) in [
             ("restart_after", self.restart_after),
@@ -341,13 +345,15 @@ impl FaultSpec {
             }
         }
         if self.restart_after.is_some() && !self.restart {
-            return Err((
-                "restart_after",
-                "contradicts restart = false".into(),
-            ));
+            return Err(("restart_after", "contradicts restart = false".into()));
         }
         match (stochastic, self.at) {
-            (false, None) => return Err(("at", format!("a scheduled {name} needs `at` (or `mtbf` for random failures)"))),
+            (false, None) => {
+                return Err((
+                    "at",
+                    format!("a scheduled {name} needs `at` (or `mtbf` for random failures)"),
+                ));
+            }
             (true, Some(_)) => {
                 return Err(("at", "a stochastic fault (mtbf) has no fixed time".into()));
             }
@@ -388,7 +394,10 @@ impl FaultSpec {
                 } else {
                     "domain"
                 };
-                return Err((f, "a store failure hits the shared store, not workers".into()));
+                return Err((
+                    f,
+                    "a store failure hits the shared store, not workers".into(),
+                ));
             }
             if !fleet.has_store {
                 return Err((
@@ -407,13 +416,16 @@ impl FaultSpec {
         if named == 0 && !stochastic {
             return Err((
                 "worker",
-                format!("a {name} needs a target: worker = N, workers = [..] or domain = \"label\""),
+                format!(
+                    "a {name} needs a target: worker = N, workers = [..] or domain = \"label\""
+                ),
             ));
         }
         if stochastic && self.worker == Some(WorkerRef::MostSessions) {
             return Err((
                 "worker",
-                "\"most_sessions\" is for scheduled faults; a stochastic fault names workers".into(),
+                "\"most_sessions\" is for scheduled faults; a stochastic fault names workers"
+                    .into(),
             ));
         }
         let check = |w: u32, field: &'static str| {
@@ -452,7 +464,9 @@ impl FaultSpec {
             return Err((
                 "domain",
                 if known.is_empty() {
-                    format!("no worker is in failure domain \"{d}\": no worker group sets failure_domain")
+                    format!(
+                        "no worker is in failure domain \"{d}\": no worker group sets failure_domain"
+                    )
                 } else {
                     format!(
                         "no worker is in failure domain \"{d}\"; known domains: {}",
@@ -608,7 +622,9 @@ fn draw(
             let k = shape.map_or(1.0, |s| s.0);
             // Scale λ so that the mean λ·Γ(1 + 1/k) is `mean`.
             let lambda = m / gamma(1.0 + 1.0 / k);
-            Weibull::new(lambda, k).expect("positive parameters").sample(r)
+            Weibull::new(lambda, k)
+                .expect("positive parameters")
+                .sample(r)
         }
     };
     // At least one nanosecond, so that time always moves on.
@@ -674,9 +690,7 @@ fn check_overlaps(
                 continue;
             };
             let a_end = match a.kind {
-                FaultKind::Drain => a
-                    .restart_after
-                    .map_or(SimTime::MAX, |r| a.at + a.grace + r),
+                FaultKind::Drain => a.restart_after.map_or(SimTime::MAX, |r| a.at + a.grace + r),
                 FaultKind::Crash | FaultKind::Hang => {
                     a.restart_after.map_or(SimTime::MAX, |r| a.at + r)
                 }

@@ -432,7 +432,11 @@ impl Gateway {
 
     /// The worker holding the most conversations active within `session_idle` of `now` (ties: lowest
     /// id), among `candidates`.
-    pub fn most_sessions(&self, now: SimTime, candidates: impl Iterator<Item = usize>) -> Option<usize> {
+    pub fn most_sessions(
+        &self,
+        now: SimTime,
+        candidates: impl Iterator<Item = usize>,
+    ) -> Option<usize> {
         let mut count = vec![0u64; self.beliefs.len()];
         for h in self.sessions.values() {
             if h.last_routed + self.spec.session_idle >= now {
@@ -465,7 +469,11 @@ fn drop_history(request: &mut Request, from: usize, to: usize) {
     request.prompt_tokens -= removed;
     debug_assert_eq!(
         request.prompt_tokens,
-        request.segments.iter().map(|s: &Segment| s.tokens).sum::<u32>()
+        request
+            .segments
+            .iter()
+            .map(|s: &Segment| s.tokens)
+            .sum::<u32>()
     );
 }
 

@@ -52,7 +52,8 @@ impl SharedStore {
 
     /// Time to load `blocks` blocks of `block_bytes` bytes each (per GPU shard).
     pub fn load_time(&self, blocks: u32, block_bytes: f64) -> SimDuration {
-        self.latency + SimDuration::from_secs_f64(f64::from(blocks) * block_bytes / self.read_bytes_per_s)
+        self.latency
+            + SimDuration::from_secs_f64(f64::from(blocks) * block_bytes / self.read_bytes_per_s)
     }
 
     /// Leading blocks of `hashes` readable at `now` (0 while the store is unavailable).
@@ -72,10 +73,12 @@ impl SharedStore {
         if !self.available || hashes.is_empty() {
             return;
         }
-        let cap = *self.capacity_blocks.get_or_insert_with(|| match self.capacity_gb {
-            Some(gb) => ((gb * 1e9 / block_bytes).floor() as usize).max(1),
-            None => usize::MAX,
-        });
+        let cap = *self
+            .capacity_blocks
+            .get_or_insert_with(|| match self.capacity_gb {
+                Some(gb) => ((gb * 1e9 / block_bytes).floor() as usize).max(1),
+                None => usize::MAX,
+            });
         let new: Vec<u64> = hashes
             .iter()
             .copied()

@@ -336,6 +336,7 @@ impl Summary {
             ("misrouted", &rc.by_cause.misrouted),
             ("failure", &rc.by_cause.failure),
             ("preempted", &rc.by_cause.preempted),
+            ("migrated", &rc.by_cause.migrated),
         ] {
             let _ = writeln!(
                 o,
@@ -355,9 +356,23 @@ impl Summary {
         if self.sessions.total > 0 {
             let _ = writeln!(
                 o,
-                "| sessions | {} ({} turns) |",
-                self.sessions.total, self.sessions.turns
+                "| sessions | {} ({} turns, {} reset) |",
+                self.sessions.total, self.sessions.turns, self.sessions.reset
             );
+        }
+        if !self.recovery.is_empty() {
+            let _ = writeln!(
+                o,
+                "| requests retried / migrated / timed out | {} / {} / {} |",
+                r.retried, r.migrated, r.timed_out
+            );
+            if self.prefix_cache.loaded_tokens > 0 {
+                let _ = writeln!(
+                    o,
+                    "| prompt tokens loaded from the shared store | {} |",
+                    self.prefix_cache.loaded_tokens
+                );
+            }
         }
         let _ = writeln!(
             o,
@@ -386,6 +401,34 @@ impl Summary {
                 w.preemptions,
                 w.evictions
             );
+        }
+        if !self.recovery.is_empty() {
+            let _ = writeln!(
+                o,
+                "\n| fault | at (s) | baseline p95 TTFT (ms) | worst window p95 (ms) | worst hit rate | failed | retried | reset | failure recompute (tokens) | recovered after (s) |"
+            );
+            let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            let num = |v: Option<f64>, digits: usize| {
+                v.map_or("–".to_string(), |x| format!("{x:.digits$}"))
+            };
+            for f in &self.recovery {
+                let _ = writeln!(
+                    o,
+                    "| {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    f.fault,
+                    f.at_s,
+                    num(f.baseline_ttft_p95_ms, 1),
+                    num(f.worst_window_ttft_p95_ms, 1),
+                    f.worst_window_hit_rate
+                        .map_or("–".to_string(), |h| format!("{:.1}%", h * 100.0)),
+                    f.requests_failed,
+                    f.requests_retried,
+                    f.sessions_reset,
+                    f.recompute_tokens,
+                    f.time_to_recover_s
+                        .map_or("not recovered".to_string(), |t| format!("{t:.0}"))
+                );
+            }
         }
         o
     }

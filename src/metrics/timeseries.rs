@@ -276,7 +276,9 @@ impl TimeSeries {
             };
             let depth = w.queued_ns as f64 / self.spec.window.0.max(1) as f64;
             let end = self.start(i + 1);
-            let up = self.up_at(SimTime(end.0.saturating_sub(1))).map_or(String::new(), |u| u.to_string());
+            let up = self
+                .up_at(SimTime(end.0.saturating_sub(1)))
+                .map_or(String::new(), |u| u.to_string());
             let faults: Vec<&str> = self
                 .faults
                 .iter()
@@ -324,7 +326,11 @@ mod tests {
         assert_eq!(h.quantile(1.0).unwrap(), 1000e6);
         let mut one = LogHist::default();
         one.record(7_777_777);
-        assert_eq!(one.quantile(0.5), Some(7_777_777.0), "a single value is exact");
+        assert_eq!(
+            one.quantile(0.5),
+            Some(7_777_777.0),
+            "a single value is exact"
+        );
         assert_eq!(LogHist::default().quantile(0.5), None);
     }
 

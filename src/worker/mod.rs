@@ -378,7 +378,8 @@ impl Worker {
         seq.computed = start;
         if seq.cached_at_admission.is_none() {
             seq.cached_at_admission = Some(cached.min(seq.request.prompt_tokens));
-            seq.loaded_tokens = Some(start.min(seq.request.prompt_tokens) - cached.min(seq.request.prompt_tokens));
+            seq.loaded_tokens =
+                Some(start.min(seq.request.prompt_tokens) - cached.min(seq.request.prompt_tokens));
         }
         self.attribute_recompute(&mut seq, have);
         let _ = now;
@@ -475,7 +476,10 @@ impl Worker {
 
     /// Takes request `id` off the worker (a gateway timeout), releasing its blocks.
     pub fn remove(&mut self, id: crate::request::RequestId) -> Option<Sequence> {
-        debug_assert!(!self.in_step, "requests are removed only from a stalled worker");
+        debug_assert!(
+            !self.in_step,
+            "requests are removed only from a stalled worker"
+        );
         if let Some(i) = self.waiting.iter().position(|s| s.request.id == id) {
             return self.waiting.remove(i);
         }

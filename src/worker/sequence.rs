@@ -115,7 +115,10 @@ impl Sequence {
     /// Prepares a request that was lost with its worker for a retry from scratch: its progress is gone
     /// (the client starts over), what it had computed is recomputed for cause `failure`.
     pub fn restart_from_scratch(&mut self) {
-        let had = self.computed.max(self.high_water).min(self.request.prompt_tokens);
+        let had = self
+            .computed
+            .max(self.high_water)
+            .min(self.request.prompt_tokens);
         self.lost_upto = self.lost_upto.max(had);
         self.reset_progress();
         self.generated = 0;

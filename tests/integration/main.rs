@@ -6,6 +6,7 @@ mod cli;
 mod closed_loop;
 mod common;
 mod determinism;
+mod faults;
 mod golden;
 mod invariants;
 mod prefix_cache;
