@@ -14,9 +14,11 @@ fn backoff_doubles_up_to_its_ceiling() {
 
 #[test]
 fn health_checks_mark_down_after_failures_and_up_after_successes() {
-    let mut spec = GatewaySpec::default();
-    spec.health_check_failures = PositiveInt(3);
-    spec.health_check_successes = PositiveInt(2);
+    let spec = GatewaySpec {
+        health_check_failures: PositiveInt(3),
+        health_check_successes: PositiveInt(2),
+        ..GatewaySpec::default()
+    };
     let mut g = Gateway::new(spec, &[true]);
     assert_eq!(g.on_health_check(0, false), None);
     assert_eq!(g.on_health_check(0, false), None);
@@ -35,8 +37,10 @@ fn health_checks_mark_down_after_failures_and_up_after_successes() {
 
 #[test]
 fn request_errors_mark_down_after_a_streak_that_success_breaks() {
-    let mut spec = GatewaySpec::default();
-    spec.errors_to_mark_down = PositiveInt(2);
+    let spec = GatewaySpec {
+        errors_to_mark_down: PositiveInt(2),
+        ..GatewaySpec::default()
+    };
     let mut g = Gateway::new(spec, &[true, true]);
     assert_eq!(g.on_error(1), None);
     g.on_success(1);
@@ -59,8 +63,10 @@ fn a_drained_worker_returns_only_after_a_restart_and_a_good_check() {
 
 #[test]
 fn a_lost_conversation_restarts_at_the_new_message_and_stays_short() {
-    let mut spec = GatewaySpec::default();
-    spec.session_state = SessionState::Worker;
+    let spec = GatewaySpec {
+        session_state: SessionState::Worker,
+        ..GatewaySpec::default()
+    };
     let mut g = Gateway::new(spec, &[true, true]);
     let s = |turn| Some(SessionRef { id: 7, turn });
     // Turn 0: system prompt (1) + message m0 (2).
