@@ -172,16 +172,7 @@ impl Simulation {
             FaultKind::Crash => {
                 for &w in &targets {
                     self.crash_worker(w, f.symptom, f.kv_survives_restart, "worker crashed");
-                    if let Some(r) = f.restart_after {
-                        self.schedule(
-                            self.now + r,
-                            Class::Fault,
-                            Event::Restart {
-                                worker: w,
-                                fault: i,
-                            },
-                        );
-                    }
+                    self.schedule_restart(w, i, f.restart_after);
                 }
             }
             FaultKind::Hang => {
@@ -201,16 +192,7 @@ impl Simulation {
                             },
                         );
                     }
-                    if let Some(r) = f.restart_after {
-                        self.schedule(
-                            self.now + r,
-                            Class::Fault,
-                            Event::Restart {
-                                worker: w,
-                                fault: i,
-                            },
-                        );
-                    }
+                    self.schedule_restart(w, i, f.restart_after);
                 }
                 let up = self.workers_up();
                 self.collector.on_workers_up(self.now, up);
@@ -257,6 +239,22 @@ impl Simulation {
             self.schedule(self.now + d, Class::Fault, Event::FaultEnds(i));
         }
         self.hit[i] = targets;
+    }
+
+    /// Brings `w` back after `after` (if it comes back at all), as fault `fault` says.
+    fn schedule_restart(
+        &mut self,
+        w: usize,
+        fault: usize,
+        after: Option<crate::time::SimDuration>,
+    ) {
+        if let Some(r) = after {
+            self.schedule(
+                self.now + r,
+                Class::Fault,
+                Event::Restart { worker: w, fault },
+            );
+        }
     }
 
     pub(super) fn on_fault_ends(&mut self, i: usize) {

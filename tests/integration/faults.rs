@@ -318,3 +318,19 @@ proptest! {
         prop_assert_eq!(a.to_json(), b.to_json());
     }
 }
+
+#[test]
+fn a_fleet_with_no_worker_up_fails_requests_and_counts_them() {
+    // Every worker is in node-a and never comes back: requests arriving after the crash are retried
+    // while no worker is up, then fail with that reason; none vanishes.
+    let text = format!(
+        "{SMALL}\n[[faults]]\nkind = \"crash\"\ndomain = \"node-a\"\nat = \"10s\"\nrestart = false\n"
+    );
+    let s = Scenario::parse(&text, "dead.toml", &[]).unwrap();
+    let out = summary(&s);
+    let r = &out.requests;
+    assert!(r.completed > 0, "requests before the crash complete");
+    assert!(r.failed > 0, "requests after it fail");
+    assert_eq!(r.arrived, r.completed + r.failed + r.rejected);
+    assert!(!out.recovery[0].recovered);
+}
