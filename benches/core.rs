@@ -120,7 +120,7 @@ fn routing_decision(c: &mut Criterion) {
                 policy: PolicyConfig::parse_spec(name).unwrap(),
                 settings,
             };
-            let mut router = Router::new(&spec, 1, &vec![28_000; workers]);
+            let mut router = Router::new(&spec, 1, &vec![28_000; workers], 16);
             for p in 0..256u64 {
                 for k in 0..3 {
                     let w = ((p * 7 + k * 13) as usize) % workers;

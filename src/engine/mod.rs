@@ -96,7 +96,8 @@ impl Simulation {
     ) -> Self {
         let snapshots = workers.iter().map(Worker::snapshot).collect();
         let blocks: Vec<u32> = workers.iter().map(|w| w.pool.total()).collect();
-        let router = Router::new(router, seed, &blocks);
+        let block_size = workers.first().map_or(16, |w| w.params.block_size);
+        let router = Router::new(router, seed, &blocks, block_size);
         let mut workers = workers;
         if router.wants_kv_events() {
             workers.iter_mut().for_each(|w| w.pool.record_events());
@@ -208,6 +209,7 @@ impl Simulation {
             outstanding,
         );
         if !self.workers[w].can_ever_fit(request.prompt_tokens, request.output_tokens) {
+            self.router.on_request_failed(request.id, w);
             self.finish_unserved(
                 request,
                 Some(w),
@@ -254,6 +256,9 @@ impl Simulation {
     fn on_step_done(&mut self, w: usize) {
         let outcome = self.workers[w].finish_step(self.now);
         self.forward_kv_events(w);
+        for &id in &outcome.first_tokens {
+            self.router.on_first_token(id, w);
+        }
         for seq in outcome.completed {
             self.router.on_finished(&seq.request, w);
             let record = self.record(w, seq);

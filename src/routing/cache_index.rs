@@ -74,6 +74,14 @@ impl CacheIndex {
         }
     }
 
+    /// Forgets every block of worker `w`. Cost: one pass over the index.
+    pub fn clear_worker(&mut self, w: usize) {
+        self.holders.retain(|_, v| {
+            v.remove(w as u32);
+            !v.is_empty()
+        });
+    }
+
     /// Whether worker `w` holds block `h`.
     pub fn holds(&self, w: usize, h: u64) -> bool {
         self.holders.get(&h).is_some_and(|v| {

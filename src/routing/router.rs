@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::spec::RouterSpec;
 use super::view::CacheView;
-use super::{Decision, RouteInput, RoutingPolicy};
+use super::{Decision, RouteInput, Routed, RoutingPolicy};
 use crate::request::Request;
 use crate::rng::{self, SimRng};
 use crate::time::SimTime;
@@ -49,6 +49,7 @@ pub struct Router {
     spec: RouterSpec,
     policy: Box<dyn RoutingPolicy>,
     view: Option<CacheView>,
+    block_size: u32,
     rng: SimRng,
     stale: Vec<WorkerSnapshot>,
     last_refresh: Option<SimTime>,
@@ -60,21 +61,31 @@ pub struct Router {
 }
 
 impl Router {
-    /// A router for a fleet whose workers hold `kv_blocks[w]` KV blocks, drawing from the `router` stream.
-    pub fn new(spec: &RouterSpec, seed: u64, kv_blocks: &[u32]) -> Self {
+    /// A router for a fleet whose workers hold `kv_blocks[w]` KV blocks of `block_size` tokens, drawing
+    /// from the `router` stream.
+    pub fn new(spec: &RouterSpec, seed: u64, kv_blocks: &[u32], block_size: u32) -> Self {
         let policy = spec.policy.build();
         let view = policy.needs_cache_view().then(|| {
             let s = &spec.settings;
+            let defaults: Vec<_> = kv_blocks
+                .iter()
+                .map(|&b| spec.policy.default_approx_memory(b, block_size))
+                .collect();
             let capacity = match s.approx_capacity_blocks {
                 Some(c) => vec![c.0; kv_blocks.len()],
-                None => kv_blocks.to_vec(),
+                None => defaults.iter().map(|d| d.0).collect(),
             };
+            let prune = s
+                .approx_prune_interval
+                .or_else(|| defaults.first().and_then(|d| d.1));
             CacheView::new(spec.view(), s.event_delay, s.approx_ttl, capacity)
+                .with_prune_interval(prune)
         });
         Router {
             spec: spec.clone(),
             policy,
             view,
+            block_size,
             rng: rng::stream(seed, "router"),
             stale: Vec::new(),
             last_refresh: None,
@@ -142,6 +153,7 @@ impl Router {
         let input = RouteInput {
             request,
             prompt_blocks: prompt_hashes.len() as u32,
+            block_size: self.block_size,
             prompt_hashes,
             overlaps: &self.overlaps,
             workers,
@@ -156,7 +168,8 @@ impl Router {
         Some(decision)
     }
 
-    /// Records the decision just made: `actual` is how many prompt blocks the chosen worker really held.
+    /// Records the decision just made and tells the policy the request was sent: `actual` is how many
+    /// prompt blocks the chosen worker really held.
     pub fn record(
         &mut self,
         now: SimTime,
@@ -194,10 +207,38 @@ impl Router {
         if let Some(v) = &mut self.view {
             v.on_routed(now, d.worker, prompt_hashes);
         }
+        self.policy.on_routed(&Routed {
+            request,
+            worker: d.worker,
+            prompt_hashes,
+            overlap: expected,
+            block_size: self.block_size,
+            now,
+        });
+    }
+
+    /// The first token of `request` (an id) routed by this router came back from `worker`.
+    pub fn on_first_token(&mut self, request: u64, worker: usize) {
+        self.policy.on_first_token(request, worker);
     }
 
     /// A request routed by this router finished on `worker`.
     pub fn on_finished(&mut self, request: &Request, worker: usize) {
         self.policy.on_finished(request, worker);
+    }
+
+    /// A request routed to `worker` ended without finishing there (rejected after routing, lost in a
+    /// crash, abandoned).
+    pub fn on_request_failed(&mut self, request: u64, worker: usize) {
+        self.policy.on_request_failed(request, worker);
+    }
+
+    /// `worker` went down: the policy's state about it and the cache view's picture of it are dropped
+    /// (a restarted worker starts with an empty cache).
+    pub fn on_worker_down(&mut self, worker: usize) {
+        self.policy.on_worker_down(worker);
+        if let Some(v) = &mut self.view {
+            v.clear_worker(worker);
+        }
     }
 }
