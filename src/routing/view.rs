@@ -177,7 +177,7 @@ impl CacheView {
                         }
                     }
                     while self.next_prune <= now {
-                        self.next_prune = self.next_prune + every;
+                        self.next_prune += every;
                     }
                 }
                 let Some(ttl) = self.ttl else { return };
