@@ -106,12 +106,17 @@ impl ActiveSequences {
         self.workers.get(w).map_or(0, |l| l.blocks.len() as u32)
     }
 
-    /// Of `hashes`, the blocks not already among those active on `w`.
+    /// Of `hashes` (a prompt's chain hashes), the blocks not already among those active on `w`.
+    ///
+    /// A chain hash names a whole prefix, and an active request holds every block of its prompt, so the
+    /// active blocks contain `hashes[i]` only if they contain all of `hashes[..i]`: the blocks already
+    /// there are a leading run, found by binary search in O(log n) lookups.
     pub fn new_blocks(&self, w: usize, hashes: &[u64]) -> u32 {
-        match self.workers.get(w) {
-            Some(l) => hashes.iter().filter(|h| !l.blocks.contains_key(h)).count() as u32,
-            None => hashes.len() as u32,
-        }
+        let Some(l) = self.workers.get(w).filter(|l| !l.blocks.is_empty()) else {
+            return hashes.len() as u32;
+        };
+        let held = hashes.partition_point(|h| l.blocks.contains_key(h));
+        (hashes.len() - held) as u32
     }
 
     /// Prefill tokens routed to `w` whose first token has not come back.

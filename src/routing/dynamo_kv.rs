@@ -1,9 +1,9 @@
 //! `dynamo_kv`: NVIDIA Dynamo's KV router (aggregated serving, its default selector).
 //!
 //! Reproduces the selector of `ai-dynamo/dynamo` `lib/kv-router` as read on its main branch in November
-//! 2026 (`scheduling/selector/default.rs` at commit 07a6c9ce, `scheduling/config.rs` at 0243c51b; the
-//! same cost as the `lib/llm/src/kv_router/scheduler.rs` `DefaultWorkerSelector` of the 0.4–0.6
-//! releases, whose single `overlap_score_weight` is now `prefill_load_scale` with a credit of 1):
+//! 2026 (`scheduling/selector/default.rs` at commit 07a6c9ce, `scheduling/config.rs` at 0243c51b). Earlier
+//! releases computed the same cost with one `overlap_score_weight` on the prefill blocks, which upstream
+//! still accepts as an alias setting `prefill_load_scale` (credit 1):
 //!
 //! ```text
 //! cost(w) = prefill_load_scale · max(0, (active prefill tokens(w) + prompt tokens) / block_size

@@ -242,3 +242,76 @@ impl Router {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::Segment;
+    use crate::routing::PolicyConfig;
+    use crate::routing::test_support::snapshots;
+
+    fn spec(policy: &str) -> RouterSpec {
+        RouterSpec {
+            policy: PolicyConfig::parse_spec(policy).unwrap(),
+            ..RouterSpec::default()
+        }
+    }
+
+    /// Routes and records `r` as the engine does; returns the worker.
+    fn send(router: &mut Router, r: &Request, ws: &[WorkerSnapshot]) -> usize {
+        let hashes = r.prompt_block_hashes(16);
+        let d = router.route(r.arrival, r, &hashes, ws).unwrap();
+        router.record(r.arrival, r, d, &hashes, 0, 0);
+        d.worker
+    }
+
+    fn req(id: u64, content: u64) -> Request {
+        Request::new(
+            id,
+            None,
+            SimTime::ZERO,
+            1,
+            vec![Segment {
+                content,
+                tokens: 320,
+            }],
+        )
+    }
+
+    #[test]
+    fn dynamo_spreads_a_burst_the_engines_have_not_seen_yet() {
+        let mut router = Router::new(&spec("dynamo_kv"), 1, &[1000; 4], 16);
+        // The engines report nothing (no step has run): only the router's ledger tells them apart.
+        let ws = snapshots(&[0, 0, 0, 0]);
+        let at: Vec<usize> = (0..4).map(|i| send(&mut router, &req(i, i), &ws)).collect();
+        let mut sorted = at.clone();
+        sorted.sort();
+        assert_eq!(sorted, [0, 1, 2, 3], "one request per worker");
+        // Request 2 finishes: the next request goes to its worker, the only one with nothing active
+        // (cost 20 + 20 against 40 + 20 + 20 elsewhere).
+        router.on_finished(&req(2, 2), at[2]);
+        assert_eq!(send(&mut router, &req(9, 9), &ws), at[2]);
+        // Request 0's first token comes back: its worker loses its 20 pending prefill blocks (cost
+        // 20 + 20 + 20 = 60 against 40 + 20 + 20 = 80 on the others).
+        router.on_first_token(0, at[0]);
+        assert_eq!(send(&mut router, &req(10, 10), &ws), at[0]);
+    }
+
+    #[test]
+    fn a_worker_going_down_is_forgotten_by_the_view() {
+        let mut router = Router::new(&spec("llm_d"), 1, &[1000; 2], 16);
+        let ws = snapshots(&[0, 0]);
+        let r = req(1, 7);
+        let w = send(&mut router, &r, &ws);
+        // The approximate view now expects the prompt on `w`: the same prompt goes there again.
+        assert_eq!(send(&mut router, &req(2, 7), &ws), w);
+        router.on_worker_down(w);
+        let hashes = r.prompt_block_hashes(16);
+        router.route(SimTime::ZERO, &r, &hashes, &ws).unwrap();
+        assert_eq!(
+            router.overlaps,
+            [0, 0],
+            "nothing is expected cached anywhere"
+        );
+    }
+}

@@ -126,7 +126,7 @@ impl PolicyConfig {
     /// back to that size (`None`: at every insertion, as an LRU does).
     ///
     /// - SGLang: a radix tree of request text, 2^26 characters per worker (`--max-tree-size`), pruned
-    ///   every 120 s (`--eviction-interval-secs`); characters are converted at 4 per token, the
+    ///   every 120 s (`--eviction-interval`); characters are converted at 4 per token, the
     ///   estimate llm-d's prefix producer also uses (`averageCharactersPerToken`).
     /// - llm-d and everything else: an LRU of block hashes sized to the worker's KV blocks (llm-d
     ///   auto-tunes `lruCapacityPerServer` from the engine's `num_gpu_blocks`).
