@@ -9,7 +9,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use fleetsim::engine::Simulation;
 use fleetsim::engine::queue::{Class, EventQueue};
 use fleetsim::scenario::Scenario;
-use fleetsim::time::SimTime;
+use fleetsim::time::{SimDuration, SimTime};
 use fleetsim::worker::kv_cache::BlockPool;
 
 fn event_queue(c: &mut Criterion) {
@@ -114,6 +114,8 @@ fn routing_decision(c: &mut Criterion) {
             // Bound the approximate views so the bench measures steady state, not ever-growing maps.
             let settings = fleetsim::routing::spec::RouterSettings {
                 approx_capacity_blocks: Some(fleetsim::config::PositiveInt(8192)),
+                // Pruned at each insertion (not SGLang's 120 s timer, which the bench never reaches).
+                approx_prune_interval: Some(SimDuration::ZERO),
                 ..Default::default()
             };
             let spec = RouterSpec {

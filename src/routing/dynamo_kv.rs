@@ -211,6 +211,7 @@ mod tests {
             block_size: 16,
             prompt_hashes: &hashes[..blocks],
             overlaps,
+            prefix_owner: None,
             workers: ws,
             now: SimTime::ZERO,
         };
@@ -316,6 +317,7 @@ mod tests {
                 block_size: 16,
                 prompt_hashes: &h[..40],
                 overlaps: &[0, 0, 0],
+                prefix_owner: None,
                 workers: &ws,
                 now: SimTime::ZERO,
             };

@@ -67,6 +67,10 @@ pub struct RouteInput<'a> {
     /// Per worker, leading prompt blocks it holds as the router's view knows (empty unless the policy
     /// asked for it with [`RoutingPolicy::needs_cache_view`]).
     pub overlaps: &'a [u32],
+    /// The worker the view attributes the longest known prefix of the prompt to (the first it saw
+    /// holding that prefix's last block, as a radix tree names a node's tenant); `None` without a view
+    /// or a match.
+    pub prefix_owner: Option<usize>,
     /// The workers, indexed by id.
     pub workers: &'a [WorkerSnapshot],
     pub now: SimTime,
@@ -189,6 +193,7 @@ pub(crate) mod test_support {
                 block_size: 16,
                 prompt_hashes: &hashes,
                 overlaps,
+                prefix_owner: None,
                 workers,
                 now: SimTime::ZERO,
             },
@@ -225,6 +230,7 @@ pub(crate) mod test_support {
             block_size: 16,
             prompt_hashes: &[],
             overlaps: &[],
+            prefix_owner: None,
             workers,
             now: req.arrival,
         };

@@ -146,9 +146,14 @@ impl Router {
             &self.stale
         };
         self.overlaps.clear();
+        let mut prefix_owner = None;
         if let Some(v) = &mut self.view {
             v.advance(now);
             v.overlaps(prompt_hashes, &mut self.overlaps);
+            let longest = self.overlaps.iter().copied().max().unwrap_or(0) as usize;
+            if longest > 0 {
+                prefix_owner = v.attributed(prompt_hashes[longest - 1]);
+            }
         }
         let input = RouteInput {
             request,
@@ -156,6 +161,7 @@ impl Router {
             block_size: self.block_size,
             prompt_hashes,
             overlaps: &self.overlaps,
+            prefix_owner,
             workers,
             now,
         };
@@ -295,6 +301,20 @@ mod tests {
         // 20 + 20 + 20 = 60 against 40 + 20 + 20 = 80 on the others).
         router.on_first_token(0, at[0]);
         assert_eq!(send(&mut router, &req(10, 10), &ws), at[0]);
+    }
+
+    #[test]
+    fn sglang_sends_a_shared_prefix_to_the_worker_it_was_first_sent_to() {
+        let mut router = Router::new(&spec("sglang_cache_aware"), 1, &[1000; 2], 16);
+        // No match anywhere: the least loaded worker, 1, gets the prompt first.
+        assert_eq!(send(&mut router, &req(1, 7), &snapshots(&[5, 0])), 1);
+        // Imbalanced (100 − 0 > 64): the least loaded, 0, gets it too; both now hold it.
+        assert_eq!(send(&mut router, &req(2, 7), &snapshots(&[0, 100])), 0);
+        // Balanced, both hold the whole prompt: the worker it was first sent to, not the lowest id.
+        assert_eq!(send(&mut router, &req(3, 7), &snapshots(&[0, 0])), 1);
+        // Worker 1 goes down and comes back empty: the prompt is now worker 0's.
+        router.on_worker_down(1);
+        assert_eq!(send(&mut router, &req(4, 7), &snapshots(&[3, 0])), 0);
     }
 
     #[test]

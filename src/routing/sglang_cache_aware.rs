@@ -11,20 +11,19 @@
 //!
 //! The node a match ends on names the worker its text was first sent to (the tree caches that tenant
 //! when the node is created and keeps it on splits), so among workers holding the same longest prefix the
-//! first one it was sent to wins; if that worker no longer holds it (its memory pruned it), another holder
-//! is named and remembered instead (here the lowest id). This preset keeps that first-tenant memory
-//! itself, fed by its own routing decisions.
+//! first one it was sent to wins; once that worker's memory dropped the prefix, another holder is named.
+//! fleetsim's router view keeps that attribution per block ([`RouteInput::prefix_owner`]); when the
+//! named worker does not hold the whole longest prefix, the lowest-id worker that does is chosen.
 //!
 //! Defaults 64 / 1.5 / 0.3 are the gateway's command-line defaults (what an operator launching it gets);
 //! the library's `CacheAwareConfig::default()` says 32 / 1.1 / 0.5 (set them to compare). The tree's
 //! size and expiry (2^26 characters per worker, pruned every 120 s) are the router's
 //! `approx_capacity_blocks` / `approx_prune_interval`, whose defaults for this policy follow them.
 
-use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::pick::min_from;
-use super::{Decision, RouteInput, Routed, RoutingPolicy};
+use super::{Decision, RouteInput, RoutingPolicy};
 use crate::config::{Fraction, NonNegative, Positive};
 use crate::rng::SimRng;
 
@@ -64,17 +63,12 @@ impl Default for SglangParams {
 #[derive(Debug)]
 pub struct SglangCacheAware {
     params: SglangParams,
-    /// Prefix (the chain hash of its last block) → the worker its tree node names.
-    first_tenant: HashMap<u64, usize>,
 }
 
 impl SglangCacheAware {
     /// A policy with `params`.
     pub fn new(params: SglangParams) -> Self {
-        SglangCacheAware {
-            params,
-            first_tenant: HashMap::default(),
-        }
+        SglangCacheAware { params }
     }
 
     /// The least loaded up worker, ties to the lowest id.
@@ -104,19 +98,13 @@ impl RoutingPolicy for SglangCacheAware {
         }
         let longest = input.up().map(|w| input.overlap(w.id)).max()?;
         let rate = f64::from(longest) / f64::from(input.prompt_blocks.max(1));
-        if let Some(key) = input.prefix_key(longest as usize)
-            && rate > p.cache_threshold.0
-        {
+        if longest > 0 && rate > p.cache_threshold.0 {
             let holds = |w: usize| {
                 input.workers.get(w).is_some_and(|x| x.up) && input.overlap(w) == longest
             };
-            let worker = match self.first_tenant.get(&key) {
-                Some(&w) if holds(w) => w,
-                _ => {
-                    let w = input.up().map(|w| w.id).find(|&w| holds(w))?;
-                    self.first_tenant.insert(key, w);
-                    w
-                }
+            let worker = match input.prefix_owner {
+                Some(w) if holds(w) => w,
+                _ => input.up().map(|w| w.id).find(|&w| holds(w))?,
             };
             return Some(Decision {
                 worker,
@@ -128,37 +116,36 @@ impl RoutingPolicy for SglangCacheAware {
             reason: "weak match: least loaded",
         })
     }
-
-    fn on_routed(&mut self, r: &Routed) {
-        for &h in r.prompt_hashes {
-            self.first_tenant.entry(h).or_insert(r.worker);
-        }
-    }
-
-    fn on_worker_down(&mut self, worker: usize) {
-        self.first_tenant.retain(|_, w| *w != worker);
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::Request;
     use crate::rng::from_u64;
     use crate::routing::test_support::{request, route_with, snapshots};
     use crate::time::SimTime;
+    use crate::worker::WorkerSnapshot;
 
-    /// Tells the policy that `req`'s prompt (hashes as `route_with` builds them) went to `w`.
-    fn sent(p: &mut SglangCacheAware, req: &Request, blocks: u32, w: usize) {
-        let hashes: Vec<u64> = (0..u64::from(blocks)).map(|b| b + 1000 * req.id).collect();
-        p.on_routed(&Routed {
-            request: req,
-            worker: w,
-            prompt_hashes: &hashes,
-            overlap: 0,
+    /// Routes a 10-block prompt over `ws` with `overlaps`, the view naming `owner` for its longest prefix.
+    fn route_owned(
+        p: &mut SglangCacheAware,
+        ws: &[WorkerSnapshot],
+        overlaps: &[u32],
+        owner: Option<usize>,
+    ) -> usize {
+        let req = request(7);
+        let hashes: Vec<u64> = (0..10).collect();
+        let input = RouteInput {
+            request: &req,
+            prompt_blocks: 10,
             block_size: 16,
+            prompt_hashes: &hashes,
+            overlaps,
+            prefix_owner: owner,
+            workers: ws,
             now: SimTime::ZERO,
-        });
+        };
+        p.route(&input, &mut from_u64(0)).unwrap().worker
     }
 
     #[test]
@@ -221,30 +208,20 @@ mod tests {
     }
 
     #[test]
-    fn a_shared_prefix_goes_to_the_worker_it_was_first_sent_to() {
+    fn a_shared_prefix_goes_to_the_worker_the_view_names() {
         let mut p = SglangCacheAware::new(SglangParams::default());
-        let mut rng = from_u64(0);
         let ws = snapshots(&[0, 0, 0, 0]);
-        let req = request(7);
-        // The prompt's 10 blocks were sent to worker 2 first, then to worker 0: both hold all 10.
-        sent(&mut p, &req, 10, 2);
-        sent(&mut p, &req, 10, 0);
-        let pick = |p: &mut SglangCacheAware, ov: &[u32], rng: &mut SimRng| {
-            route_with(p, &req, &ws, ov, 10, rng).unwrap().worker
-        };
+        // Workers 0 and 2 hold all 10 blocks; the prefix was first sent to worker 2.
         assert_eq!(
-            pick(&mut p, &[10, 0, 10, 0], &mut rng),
+            route_owned(&mut p, &ws, &[10, 0, 10, 0], Some(2)),
             2,
-            "first tenant, not lowest id"
+            "the owner, not the lowest id"
         );
-        // Worker 2's memory lost the last 4 blocks: worker 0 alone holds the longest prefix.
-        assert_eq!(pick(&mut p, &[10, 0, 6, 0], &mut rng), 0);
-        // Worker 2 forgot the prefix entirely; workers 3 and 0 hold it: the node names another holder
-        // (the lowest id, 0) and keeps naming it, even after worker 2 learns it again.
-        assert_eq!(pick(&mut p, &[10, 0, 0, 10], &mut rng), 0);
-        assert_eq!(pick(&mut p, &[10, 0, 10, 10], &mut rng), 0);
-        // A worker going down is forgotten as a tenant.
-        p.on_worker_down(0);
-        assert_eq!(pick(&mut p, &[0, 0, 10, 10], &mut rng), 2);
+        // The owner holds only 6 of them (its memory pruned the rest): the lowest-id full holder.
+        assert_eq!(route_owned(&mut p, &ws, &[10, 0, 6, 10], Some(2)), 0);
+        // A down owner is never chosen.
+        let mut down = snapshots(&[0, 0, 0, 0]);
+        down[2].up = false;
+        assert_eq!(route_owned(&mut p, &down, &[0, 0, 10, 10], Some(2)), 3);
     }
 }

@@ -367,6 +367,7 @@ mod tests {
                         block_size: 16,
                         prompt_hashes: &hashes,
                         overlaps: &overlaps,
+                        prefix_owner: Some(i as usize % n),
                         workers: &ws,
                         now: req.arrival,
                     };

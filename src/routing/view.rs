@@ -197,6 +197,12 @@ impl CacheView {
         }
     }
 
+    /// The worker block `h` is attributed to: the first this view saw holding it, or, once that one
+    /// forgot it, the lowest remaining holder (as a radix-tree router names a node's tenant).
+    pub fn attributed(&self, h: u64) -> Option<usize> {
+        self.index.attributed(h)
+    }
+
     /// Leading blocks of `hashes` that each worker holds, as far as this view knows.
     pub fn overlaps(&self, hashes: &[u64], out: &mut Vec<u32>) {
         self.index.overlaps(hashes, self.capacity.len(), out);
