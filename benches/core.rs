@@ -9,7 +9,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use fleetsim::engine::Simulation;
 use fleetsim::engine::queue::{Class, EventQueue};
 use fleetsim::scenario::Scenario;
-use fleetsim::time::SimTime;
+use fleetsim::time::{SimDuration, SimTime};
 use fleetsim::worker::kv_cache::BlockPool;
 
 fn event_queue(c: &mut Criterion) {
@@ -114,13 +114,15 @@ fn routing_decision(c: &mut Criterion) {
             // Bound the approximate views so the bench measures steady state, not ever-growing maps.
             let settings = fleetsim::routing::spec::RouterSettings {
                 approx_capacity_blocks: Some(fleetsim::config::PositiveInt(8192)),
+                // Pruned at each insertion (not SGLang's 120 s timer, which the bench never reaches).
+                approx_prune_interval: Some(SimDuration::ZERO),
                 ..Default::default()
             };
             let spec = RouterSpec {
                 policy: PolicyConfig::parse_spec(name).unwrap(),
                 settings,
             };
-            let mut router = Router::new(&spec, 1, &vec![28_000; workers]);
+            let mut router = Router::new(&spec, 1, &vec![28_000; workers], 16);
             for p in 0..256u64 {
                 for k in 0..3 {
                     let w = ((p * 7 + k * 13) as usize) % workers;
@@ -151,6 +153,8 @@ fn routing_decision(c: &mut Criterion) {
                     let now = SimTime(i * 1000);
                     let d = router.route(now, &req, &hashes, &snapshots).unwrap();
                     router.record(now, &req, d, &hashes, 0, 0);
+                    // Finished at once, so stateful policies (dynamo_kv's ledger) stay at steady state.
+                    router.on_finished(&req, d.worker);
                     black_box(d.worker)
                 });
             });

@@ -211,7 +211,8 @@ impl Simulation {
     ) -> Self {
         let snapshots = workers.iter().map(Worker::snapshot).collect();
         let blocks: Vec<u32> = workers.iter().map(|w| w.pool.total()).collect();
-        let router = Router::new(router, seed, &blocks);
+        let block_size = workers.first().map_or(16, |w| w.params.block_size);
+        let router = Router::new(router, seed, &blocks, block_size);
         let n = workers.len();
         let mut workers = workers;
         if router.wants_kv_events() {
@@ -415,6 +416,7 @@ impl Simulation {
                 .on_routed(&seq.request, w, self.workers[w].epoch, self.now);
         }
         if !self.workers[w].can_ever_fit(seq.request.prompt_tokens, seq.request.output_tokens) {
+            self.router.on_request_failed(seq.request.id, w);
             self.finish_seq(
                 seq,
                 Some(w),
@@ -561,6 +563,9 @@ impl Simulation {
     fn on_step_done(&mut self, w: usize) {
         let outcome = self.workers[w].finish_step(self.now);
         self.forward_kv_events(w);
+        for &id in &outcome.first_tokens {
+            self.router.on_first_token(id, w);
+        }
         for seq in outcome.completed {
             self.router.on_finished(&seq.request, w);
             self.gateway.on_success(w);

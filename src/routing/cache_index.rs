@@ -6,11 +6,13 @@
 use rustc_hash::FxHashMap as HashMap;
 
 /// The workers holding one block: a bitmask for workers 0–63 and a list for the rest (empty, hence not
-/// allocated, in fleets of up to 64 workers).
+/// allocated, in fleets of up to 64 workers), and the holder this block is attributed to: the first
+/// worker stored, replaced by the lowest remaining holder when it goes (a radix tree node's tenant).
 #[derive(Debug, Default, Clone)]
 struct Holders {
     mask: u64,
     more: Vec<u32>,
+    first: u32,
 }
 
 impl Holders {
@@ -39,6 +41,25 @@ impl Holders {
         self.mask == 0 && self.more.is_empty()
     }
 
+    /// The lowest holder, if any.
+    fn lowest(&self) -> Option<u32> {
+        if self.mask != 0 {
+            Some(self.mask.trailing_zeros())
+        } else {
+            self.more.iter().copied().min()
+        }
+    }
+
+    /// Removes `w`; if it was the attributed holder, the lowest remaining one takes its place.
+    fn remove_and_reattribute(&mut self, w: u32) {
+        self.remove(w);
+        if self.first == w
+            && let Some(l) = self.lowest()
+        {
+            self.first = l;
+        }
+    }
+
     fn for_each(&self, mut f: impl FnMut(usize)) {
         let mut m = self.mask;
         while m != 0 {
@@ -52,7 +73,8 @@ impl Holders {
 /// Which workers hold which blocks, as far as the router knows.
 ///
 /// Invariant: no entry is empty; `holders[h]` contains `w` iff `store(w, h)` happened after the last
-/// `remove(w, h)` (or `clear_worker(w)`).
+/// `remove(w, h)` (or `clear_worker(w)`); the attributed holder of `h` is one of its holders: the first
+/// stored since the entry was created, or the lowest remaining holder after that one went.
 #[derive(Debug, Default)]
 pub struct CacheIndex {
     holders: HashMap<u64, Holders>,
@@ -61,24 +83,33 @@ pub struct CacheIndex {
 impl CacheIndex {
     /// Records that worker `w` holds block `h`; returns whether that is news.
     pub fn store(&mut self, w: usize, h: u64) -> bool {
-        self.holders.entry(h).or_default().insert(w as u32)
+        let v = self.holders.entry(h).or_insert_with(|| Holders {
+            first: w as u32,
+            ..Holders::default()
+        });
+        v.insert(w as u32)
     }
 
     /// Records that worker `w` no longer holds block `h`.
     pub fn remove(&mut self, w: usize, h: u64) {
         if let Some(v) = self.holders.get_mut(&h) {
-            v.remove(w as u32);
+            v.remove_and_reattribute(w as u32);
             if v.is_empty() {
                 self.holders.remove(&h);
             }
         }
     }
 
-    /// Forgets everything worker `w` holds (it died, or restarted empty). O(index size).
+    /// The worker block `h` is attributed to (see [`CacheIndex`]), if anyone holds it.
+    pub fn attributed(&self, h: u64) -> Option<usize> {
+        self.holders.get(&h).map(|v| v.first as usize)
+    }
+
+    /// Forgets every block of worker `w`. Cost: one pass over the index.
     pub fn clear_worker(&mut self, w: usize) {
-        self.holders.retain(|_, hs| {
-            hs.remove(w as u32);
-            !hs.is_empty()
+        self.holders.retain(|_, v| {
+            v.remove_and_reattribute(w as u32);
+            !v.is_empty()
         });
     }
 
@@ -147,5 +178,34 @@ mod tests {
         assert_eq!((out[0], out[100]), (1, 2));
         assert!(ix.holds(100, 2) && !ix.holds(0, 2));
         assert!(!ix.store(100, 2), "already known");
+    }
+
+    #[test]
+    fn a_block_is_attributed_to_its_first_holder_until_it_goes() {
+        let mut ix = CacheIndex::default();
+        ix.store(5, 1);
+        ix.store(2, 1);
+        ix.store(70, 1);
+        assert_eq!(ix.attributed(1), Some(5), "first stored, not lowest id");
+        ix.remove(5, 1);
+        assert_eq!(
+            ix.attributed(1),
+            Some(2),
+            "then the lowest remaining holder"
+        );
+        ix.store(5, 1);
+        assert_eq!(
+            ix.attributed(1),
+            Some(2),
+            "a returning holder does not take it back"
+        );
+        ix.clear_worker(2);
+        assert_eq!(ix.attributed(1), Some(5));
+        ix.remove(5, 1);
+        assert_eq!(ix.attributed(1), Some(70));
+        ix.remove(70, 1);
+        assert_eq!(ix.attributed(1), None);
+        ix.store(3, 1);
+        assert_eq!(ix.attributed(1), Some(3), "a new entry, a new first holder");
     }
 }

@@ -6,6 +6,7 @@
 //! worker the gateway believes is down; when none is up it returns `None` and the request is rejected.
 //! Ties are broken deterministically (by rotation or by the router's own random stream).
 
+mod active_sequences;
 mod cache_index;
 mod consistent_hash;
 mod dynamo_kv;
@@ -28,12 +29,13 @@ use crate::rng::SimRng;
 use crate::time::SimTime;
 use crate::worker::WorkerSnapshot;
 
+pub use active_sequences::ActiveSequences;
 pub use cache_index::CacheIndex;
 pub use consistent_hash::ConsistentHash;
 pub use dynamo_kv::DynamoKv;
 pub use least_kv::LeastKv;
 pub use least_outstanding::LeastOutstanding;
-pub use llm_d::LlmD;
+pub use llm_d::{LlmD, LlmDPreciseParams};
 pub use power_of_two::PowerOfTwo;
 pub use prefix_aware::PrefixAware;
 pub use random::RandomChoice;
@@ -58,11 +60,17 @@ pub struct RouteInput<'a> {
     pub request: &'a Request,
     /// Full prompt blocks at the workers' block size (the denominator of prefix-match scores).
     pub prompt_blocks: u32,
+    /// Tokens per KV block at the workers.
+    pub block_size: u32,
     /// Chain hashes of the prompt's full blocks, in order.
     pub prompt_hashes: &'a [u64],
     /// Per worker, leading prompt blocks it holds as the router's view knows (empty unless the policy
     /// asked for it with [`RoutingPolicy::needs_cache_view`]).
     pub overlaps: &'a [u32],
+    /// The worker the view attributes the longest known prefix of the prompt to (the first it saw
+    /// holding that prefix's last block, as a radix tree names a node's tenant); `None` without a view
+    /// or a match.
+    pub prefix_owner: Option<usize>,
     /// The workers, indexed by id.
     pub workers: &'a [WorkerSnapshot],
     pub now: SimTime,
@@ -100,12 +108,36 @@ pub trait RoutingPolicy: Send {
     /// Picks a worker; `None` if no worker is up.
     fn route(&mut self, input: &RouteInput, rng: &mut SimRng) -> Option<Decision>;
 
+    /// Told once the router has sent a request to a worker (after [`RoutingPolicy::route`] chose it).
+    fn on_routed(&mut self, _routed: &Routed) {}
+
+    /// Told when the first output token of `request` (an id) came back from `worker`: its prefill is done.
+    fn on_first_token(&mut self, _request: u64, _worker: usize) {}
+
     /// Told when a request routed by this policy has finished on `worker`.
     fn on_finished(&mut self, _request: &Request, _worker: usize) {}
 
-    /// Told when the gateway marks `worker` down (a crash or hang it detected, or a drain): forget any
-    /// state about it.
+    /// Told when a request routed to `worker` ended without finishing there (rejected after routing,
+    /// lost in a crash, abandoned): whatever the policy holds for it must go.
+    fn on_request_failed(&mut self, _request: u64, _worker: usize) {}
+
+    /// Told when `worker` went down: state the policy keeps about that worker (requests in flight,
+    /// cached-prefix memory) must be forgotten, as a real router does when a worker leaves its pool.
     fn on_worker_down(&mut self, _worker: usize) {}
+}
+
+/// What the router tells a policy about a request it has just sent.
+#[derive(Clone, Copy, Debug)]
+pub struct Routed<'a> {
+    pub request: &'a Request,
+    pub worker: usize,
+    /// Chain hashes of the prompt's full blocks, in order.
+    pub prompt_hashes: &'a [u64],
+    /// Leading prompt blocks the router's view believed cached on `worker` when it chose it.
+    pub overlap: u32,
+    /// Tokens per KV block at the workers.
+    pub block_size: u32,
+    pub now: SimTime,
 }
 
 #[cfg(test)]
@@ -158,8 +190,10 @@ pub(crate) mod test_support {
             &RouteInput {
                 request: req,
                 prompt_blocks,
+                block_size: 16,
                 prompt_hashes: &hashes,
                 overlaps,
+                prefix_owner: None,
                 workers,
                 now: SimTime::ZERO,
             },
@@ -193,8 +227,10 @@ pub(crate) mod test_support {
         let input = RouteInput {
             request: req,
             prompt_blocks: 0,
+            block_size: 16,
             prompt_hashes: &[],
             overlaps: &[],
+            prefix_owner: None,
             workers,
             now: req.arrival,
         };

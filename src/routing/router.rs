@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::spec::RouterSpec;
 use super::view::CacheView;
-use super::{Decision, RouteInput, RoutingPolicy};
+use super::{Decision, RouteInput, Routed, RoutingPolicy};
 use crate::request::Request;
 use crate::rng::{self, SimRng};
 use crate::time::SimTime;
@@ -49,6 +49,7 @@ pub struct Router {
     spec: RouterSpec,
     policy: Box<dyn RoutingPolicy>,
     view: Option<CacheView>,
+    block_size: u32,
     rng: SimRng,
     stale: Vec<WorkerSnapshot>,
     last_refresh: Option<SimTime>,
@@ -60,21 +61,31 @@ pub struct Router {
 }
 
 impl Router {
-    /// A router for a fleet whose workers hold `kv_blocks[w]` KV blocks, drawing from the `router` stream.
-    pub fn new(spec: &RouterSpec, seed: u64, kv_blocks: &[u32]) -> Self {
+    /// A router for a fleet whose workers hold `kv_blocks[w]` KV blocks of `block_size` tokens, drawing
+    /// from the `router` stream.
+    pub fn new(spec: &RouterSpec, seed: u64, kv_blocks: &[u32], block_size: u32) -> Self {
         let policy = spec.policy.build();
         let view = policy.needs_cache_view().then(|| {
             let s = &spec.settings;
+            let defaults: Vec<_> = kv_blocks
+                .iter()
+                .map(|&b| spec.policy.default_approx_memory(b, block_size))
+                .collect();
             let capacity = match s.approx_capacity_blocks {
                 Some(c) => vec![c.0; kv_blocks.len()],
-                None => kv_blocks.to_vec(),
+                None => defaults.iter().map(|d| d.0).collect(),
             };
+            let prune = s
+                .approx_prune_interval
+                .or_else(|| defaults.first().and_then(|d| d.1));
             CacheView::new(spec.view(), s.event_delay, s.approx_ttl, capacity)
+                .with_prune_interval(prune)
         });
         Router {
             spec: spec.clone(),
             policy,
             view,
+            block_size,
             rng: rng::stream(seed, "router"),
             stale: Vec::new(),
             last_refresh: None,
@@ -135,15 +146,22 @@ impl Router {
             &self.stale
         };
         self.overlaps.clear();
+        let mut prefix_owner = None;
         if let Some(v) = &mut self.view {
             v.advance(now);
             v.overlaps(prompt_hashes, &mut self.overlaps);
+            let longest = self.overlaps.iter().copied().max().unwrap_or(0) as usize;
+            if longest > 0 {
+                prefix_owner = v.attributed(prompt_hashes[longest - 1]);
+            }
         }
         let input = RouteInput {
             request,
             prompt_blocks: prompt_hashes.len() as u32,
+            block_size: self.block_size,
             prompt_hashes,
             overlaps: &self.overlaps,
+            prefix_owner,
             workers,
             now,
         };
@@ -156,7 +174,8 @@ impl Router {
         Some(decision)
     }
 
-    /// Records the decision just made: `actual` is how many prompt blocks the chosen worker really held.
+    /// Records the decision just made and tells the policy the request was sent: `actual` is how many
+    /// prompt blocks the chosen worker really held.
     pub fn record(
         &mut self,
         now: SimTime,
@@ -194,14 +213,19 @@ impl Router {
         if let Some(v) = &mut self.view {
             v.on_routed(now, d.worker, prompt_hashes);
         }
+        self.policy.on_routed(&Routed {
+            request,
+            worker: d.worker,
+            prompt_hashes,
+            overlap: expected,
+            block_size: self.block_size,
+            now,
+        });
     }
 
-    /// The gateway learned that `worker` is down (or came back empty): forget its cache contents.
-    pub fn on_worker_down(&mut self, worker: usize) {
-        if let Some(v) = &mut self.view {
-            v.forget_worker(worker);
-        }
-        self.policy.on_worker_down(worker);
+    /// The first token of `request` (an id) routed by this router came back from `worker`.
+    pub fn on_first_token(&mut self, request: u64, worker: usize) {
+        self.policy.on_first_token(request, worker);
     }
 
     /// Whether the router's cache picture is the workers' truth.
@@ -214,5 +238,107 @@ impl Router {
     /// A request routed by this router finished on `worker`.
     pub fn on_finished(&mut self, request: &Request, worker: usize) {
         self.policy.on_finished(request, worker);
+    }
+
+    /// A request routed to `worker` ended without finishing there (rejected after routing, lost in a
+    /// crash, abandoned).
+    pub fn on_request_failed(&mut self, request: u64, worker: usize) {
+        self.policy.on_request_failed(request, worker);
+    }
+
+    /// `worker` went down: the policy's state about it and the cache view's picture of it are dropped
+    /// (a restarted worker starts with an empty cache).
+    pub fn on_worker_down(&mut self, worker: usize) {
+        self.policy.on_worker_down(worker);
+        if let Some(v) = &mut self.view {
+            v.clear_worker(worker);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::Segment;
+    use crate::routing::PolicyConfig;
+    use crate::routing::test_support::snapshots;
+
+    fn spec(policy: &str) -> RouterSpec {
+        RouterSpec {
+            policy: PolicyConfig::parse_spec(policy).unwrap(),
+            ..RouterSpec::default()
+        }
+    }
+
+    /// Routes and records `r` as the engine does; returns the worker.
+    fn send(router: &mut Router, r: &Request, ws: &[WorkerSnapshot]) -> usize {
+        let hashes = r.prompt_block_hashes(16);
+        let d = router.route(r.arrival, r, &hashes, ws).unwrap();
+        router.record(r.arrival, r, d, &hashes, 0, 0);
+        d.worker
+    }
+
+    fn req(id: u64, content: u64) -> Request {
+        Request::new(
+            id,
+            None,
+            SimTime::ZERO,
+            1,
+            vec![Segment {
+                content,
+                tokens: 320,
+            }],
+        )
+    }
+
+    #[test]
+    fn dynamo_spreads_a_burst_the_engines_have_not_seen_yet() {
+        let mut router = Router::new(&spec("dynamo_kv"), 1, &[1000; 4], 16);
+        // The engines report nothing (no step has run): only the router's ledger tells them apart.
+        let ws = snapshots(&[0, 0, 0, 0]);
+        let at: Vec<usize> = (0..4).map(|i| send(&mut router, &req(i, i), &ws)).collect();
+        let mut sorted = at.clone();
+        sorted.sort();
+        assert_eq!(sorted, [0, 1, 2, 3], "one request per worker");
+        // Request 2 finishes: the next request goes to its worker, the only one with nothing active
+        // (cost 20 + 20 against 40 + 20 + 20 elsewhere).
+        router.on_finished(&req(2, 2), at[2]);
+        assert_eq!(send(&mut router, &req(9, 9), &ws), at[2]);
+        // Request 0's first token comes back: its worker loses its 20 pending prefill blocks (cost
+        // 20 + 20 + 20 = 60 against 40 + 20 + 20 = 80 on the others).
+        router.on_first_token(0, at[0]);
+        assert_eq!(send(&mut router, &req(10, 10), &ws), at[0]);
+    }
+
+    #[test]
+    fn sglang_sends_a_shared_prefix_to_the_worker_it_was_first_sent_to() {
+        let mut router = Router::new(&spec("sglang_cache_aware"), 1, &[1000; 2], 16);
+        // No match anywhere: the least loaded worker, 1, gets the prompt first.
+        assert_eq!(send(&mut router, &req(1, 7), &snapshots(&[5, 0])), 1);
+        // Imbalanced (100 − 0 > 64): the least loaded, 0, gets it too; both now hold it.
+        assert_eq!(send(&mut router, &req(2, 7), &snapshots(&[0, 100])), 0);
+        // Balanced, both hold the whole prompt: the worker it was first sent to, not the lowest id.
+        assert_eq!(send(&mut router, &req(3, 7), &snapshots(&[0, 0])), 1);
+        // Worker 1 goes down and comes back empty: the prompt is now worker 0's.
+        router.on_worker_down(1);
+        assert_eq!(send(&mut router, &req(4, 7), &snapshots(&[3, 0])), 0);
+    }
+
+    #[test]
+    fn a_worker_going_down_is_forgotten_by_the_view() {
+        let mut router = Router::new(&spec("llm_d"), 1, &[1000; 2], 16);
+        let ws = snapshots(&[0, 0]);
+        let r = req(1, 7);
+        let w = send(&mut router, &r, &ws);
+        // The approximate view now expects the prompt on `w`: the same prompt goes there again.
+        assert_eq!(send(&mut router, &req(2, 7), &ws), w);
+        router.on_worker_down(w);
+        let hashes = r.prompt_block_hashes(16);
+        router.route(SimTime::ZERO, &r, &hashes, &ws).unwrap();
+        assert_eq!(
+            router.overlaps,
+            [0, 0],
+            "nothing is expected cached anywhere"
+        );
     }
 }

@@ -1,16 +1,28 @@
-//! `sglang_cache_aware`: SGLang router's cache-aware policy.
+//! `sglang_cache_aware`: the cache-aware policy of SGLang's router (`sgl-model-gateway`, formerly
+//! `sgl-router`), as read in `sgl-project/sglang` `sgl-model-gateway/src/policies/cache_aware.rs` (commit
+//! 053b63ff) and `tree.rs` (commit 03744dbe), November 2026.
 //!
 //! If the load is imbalanced, `max − min > balance_abs_threshold` **and** `max > balance_rel_threshold ×
 //! min` (load = requests in flight, as the router counts them), route to the least loaded worker.
-//! Otherwise route to the best prefix match if its match rate (matched / prompt blocks) exceeds
-//! `cache_threshold`, else to the least loaded worker. Defaults 64 / 1.5 / 0.3 are those of SGLang's
-//! Python router launcher; its Rust model gateway defaults to 32 / 1.1 / 0.5 (set them to compare).
-//! SGLang's own fallback on a weak match is the worker with the smallest radix tree (most free cache);
-//! this preset follows the specification and uses the least loaded worker instead.
+//! Otherwise find the longest prefix of the prompt in the router's approximate tree; if its match rate
+//! (matched / prompt blocks) exceeds `cache_threshold`, route to the worker that tree node names, else to
+//! the least loaded worker. "Least loaded" ties go to the lowest worker id (the first minimum in worker
+//! order). Older releases sent weak matches to the worker with the smallest tree instead.
+//!
+//! The node a match ends on names the worker its text was first sent to (the tree caches that tenant
+//! when the node is created and keeps it on splits), so among workers holding the same longest prefix the
+//! first one it was sent to wins; once that worker's memory dropped the prefix, another holder is named.
+//! fleetsim's router view keeps that attribution per block ([`RouteInput::prefix_owner`]); when the
+//! named worker does not hold the whole longest prefix, the lowest-id worker that does is chosen.
+//!
+//! Defaults 64 / 1.5 / 0.3 are the gateway's command-line defaults (what an operator launching it gets);
+//! the library's `CacheAwareConfig::default()` says 32 / 1.1 / 0.5 (set them to compare). The tree's
+//! size and expiry (2^26 characters per worker, pruned every 120 s) are the router's
+//! `approx_capacity_blocks` / `approx_prune_interval`, whose defaults for this policy follow them.
 
 use serde::{Deserialize, Serialize};
 
-use super::least_outstanding::LeastOutstanding;
+use super::pick::min_from;
 use super::{Decision, RouteInput, RoutingPolicy};
 use crate::config::{Fraction, NonNegative, Positive};
 use crate::rng::SimRng;
@@ -51,16 +63,17 @@ impl Default for SglangParams {
 #[derive(Debug)]
 pub struct SglangCacheAware {
     params: SglangParams,
-    least: LeastOutstanding,
 }
 
 impl SglangCacheAware {
     /// A policy with `params`.
     pub fn new(params: SglangParams) -> Self {
-        SglangCacheAware {
-            params,
-            least: LeastOutstanding::default(),
-        }
+        SglangCacheAware { params }
+    }
+
+    /// The least loaded up worker, ties to the lowest id.
+    fn least_loaded(input: &RouteInput) -> Option<usize> {
+        min_from(input.workers, 0, |w| w.outstanding)
     }
 }
 
@@ -78,24 +91,27 @@ impl RoutingPolicy for SglangCacheAware {
         let min = f64::from(input.up().map(|w| w.outstanding).min()?);
         let p = &self.params;
         if max - min > p.balance_abs_threshold.0 && max > p.balance_rel_threshold.0 * min {
-            return self.least.pick(input).map(|worker| Decision {
+            return Self::least_loaded(input).map(|worker| Decision {
                 worker,
                 reason: "imbalanced: least loaded",
             });
         }
-        // Best match; ties to the lowest id, as iteration order in the router's tree search.
-        let best = input
-            .up()
-            .max_by_key(|w| (input.overlap(w.id), std::cmp::Reverse(w.id)))?
-            .id;
-        let rate = f64::from(input.overlap(best)) / f64::from(input.prompt_blocks.max(1));
-        if rate > p.cache_threshold.0 {
+        let longest = input.up().map(|w| input.overlap(w.id)).max()?;
+        let rate = f64::from(longest) / f64::from(input.prompt_blocks.max(1));
+        if longest > 0 && rate > p.cache_threshold.0 {
+            let holds = |w: usize| {
+                input.workers.get(w).is_some_and(|x| x.up) && input.overlap(w) == longest
+            };
+            let worker = match input.prefix_owner {
+                Some(w) if holds(w) => w,
+                _ => input.up().map(|w| w.id).find(|&w| holds(w))?,
+            };
             return Some(Decision {
-                worker: best,
+                worker,
                 reason: "match rate above cache_threshold",
             });
         }
-        self.least.pick(input).map(|worker| Decision {
+        Self::least_loaded(input).map(|worker| Decision {
             worker,
             reason: "weak match: least loaded",
         })
@@ -107,6 +123,30 @@ mod tests {
     use super::*;
     use crate::rng::from_u64;
     use crate::routing::test_support::{request, route_with, snapshots};
+    use crate::time::SimTime;
+    use crate::worker::WorkerSnapshot;
+
+    /// Routes a 10-block prompt over `ws` with `overlaps`, the view naming `owner` for its longest prefix.
+    fn route_owned(
+        p: &mut SglangCacheAware,
+        ws: &[WorkerSnapshot],
+        overlaps: &[u32],
+        owner: Option<usize>,
+    ) -> usize {
+        let req = request(7);
+        let hashes: Vec<u64> = (0..10).collect();
+        let input = RouteInput {
+            request: &req,
+            prompt_blocks: 10,
+            block_size: 16,
+            prompt_hashes: &hashes,
+            overlaps,
+            prefix_owner: owner,
+            workers: ws,
+            now: SimTime::ZERO,
+        };
+        p.route(&input, &mut from_u64(0)).unwrap().worker
+    }
 
     #[test]
     fn balance_first_then_cache_then_load() {
@@ -120,9 +160,16 @@ mod tests {
                 .worker,
             0
         );
-        // Weak match (0.2): least loaded.
+        // Weak match (0.2, not above 0.3): least loaded.
         assert_eq!(
             route_with(&mut p, &request(1), &ws, &[2, 0, 0], 10, &mut rng)
+                .unwrap()
+                .worker,
+            1
+        );
+        // Exactly 0.3 is not above the threshold either.
+        assert_eq!(
+            route_with(&mut p, &request(1), &ws, &[3, 0, 0], 10, &mut rng)
                 .unwrap()
                 .worker,
             1
@@ -135,5 +182,46 @@ mod tests {
                 .worker,
             1
         );
+        // A spread of 64 is not above the absolute threshold: the match wins.
+        let ws = snapshots(&[66, 2, 3]);
+        assert_eq!(
+            route_with(&mut p, &request(1), &ws, &[10, 0, 0], 10, &mut rng)
+                .unwrap()
+                .worker,
+            0
+        );
+    }
+
+    #[test]
+    fn least_loaded_ties_go_to_the_lowest_id() {
+        let mut p = SglangCacheAware::new(SglangParams::default());
+        let mut rng = from_u64(0);
+        let ws = snapshots(&[3, 1, 1, 1]);
+        for _ in 0..5 {
+            assert_eq!(
+                route_with(&mut p, &request(1), &ws, &[0; 4], 10, &mut rng)
+                    .unwrap()
+                    .worker,
+                1
+            );
+        }
+    }
+
+    #[test]
+    fn a_shared_prefix_goes_to_the_worker_the_view_names() {
+        let mut p = SglangCacheAware::new(SglangParams::default());
+        let ws = snapshots(&[0, 0, 0, 0]);
+        // Workers 0 and 2 hold all 10 blocks; the prefix was first sent to worker 2.
+        assert_eq!(
+            route_owned(&mut p, &ws, &[10, 0, 10, 0], Some(2)),
+            2,
+            "the owner, not the lowest id"
+        );
+        // The owner holds only 6 of them (its memory pruned the rest): the lowest-id full holder.
+        assert_eq!(route_owned(&mut p, &ws, &[10, 0, 6, 10], Some(2)), 0);
+        // A down owner is never chosen.
+        let mut down = snapshots(&[0, 0, 0, 0]);
+        down[2].up = false;
+        assert_eq!(route_owned(&mut p, &down, &[0, 0, 10, 10], Some(2)), 3);
     }
 }

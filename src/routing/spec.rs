@@ -1,14 +1,15 @@
 //! Policy and router configuration: the scenario's `[router]` table and `--policies` specs.
 //!
 //! `[router]` holds the policy (`policy = "..."` and that policy's parameters) and the router's settings
-//! (`view`, `event_delay`, `approx_ttl`, `approx_capacity_blocks`, `load_refresh`, `log_decisions`).
+//! (`view`, `event_delay`, `approx_ttl`, `approx_capacity_blocks`, `approx_prune_interval`,
+//! `load_refresh`, `log_decisions`).
 //! A policy spec on the command line reads `name` or `name:key=value,key=value`.
 
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::consistent_hash::ConsistentHashParams;
 use super::dynamo_kv::DynamoParams;
-use super::llm_d::LlmDParams;
+use super::llm_d::{LlmDParams, LlmDPreciseParams};
 use super::prefix_aware::PrefixAwareParams;
 use super::session_affinity::SessionAffinityParams;
 use super::sglang_cache_aware::SglangParams;
@@ -40,8 +41,10 @@ pub enum PolicyConfig {
     ConsistentHash(ConsistentHashParams),
     /// Longest cached prefix priced against load.
     PrefixAware(PrefixAwareParams),
-    /// llm-d's weighted scorers (prefix 2 : queue 1 : kv 1).
+    /// llm-d's scheduler defaults: approximate prefix scorer, prefix 3 : queue 2 : kv 2.
     LlmD(LlmDParams),
+    /// llm-d with the precise (KV-event) prefix scorer, prefix 2 : queue 1 : kv 1.
+    LlmDPrecise(LlmDPreciseParams),
     /// SGLang router's cache-aware policy.
     SglangCacheAware(SglangParams),
     /// Dynamo's KV-router cost.
@@ -56,7 +59,7 @@ impl Default for PolicyConfig {
 
 impl PolicyConfig {
     /// Names of every policy, for `fleetsim catalog`.
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 12] = [
         "round_robin",
         "random",
         "least_outstanding",
@@ -66,6 +69,7 @@ impl PolicyConfig {
         "consistent_hash",
         "prefix_aware",
         "llm_d",
+        "llm_d_precise",
         "sglang_cache_aware",
         "dynamo_kv",
     ];
@@ -82,6 +86,7 @@ impl PolicyConfig {
             PolicyConfig::ConsistentHash(_) => "consistent_hash",
             PolicyConfig::PrefixAware(_) => "prefix_aware",
             PolicyConfig::LlmD(_) => "llm_d",
+            PolicyConfig::LlmDPrecise(_) => "llm_d_precise",
             PolicyConfig::SglangCacheAware(_) => "sglang_cache_aware",
             PolicyConfig::DynamoKv(_) => "dynamo_kv",
         }
@@ -99,19 +104,45 @@ impl PolicyConfig {
             PolicyConfig::ConsistentHash(p) => Box::new(ConsistentHash::new(p.clone())),
             PolicyConfig::PrefixAware(p) => Box::new(PrefixAware::new(p.clone())),
             PolicyConfig::LlmD(p) => Box::new(LlmD::new(p.clone())),
+            PolicyConfig::LlmDPrecise(p) => Box::new(LlmD::precise(p)),
             PolicyConfig::SglangCacheAware(p) => Box::new(SglangCacheAware::new(p.clone())),
             PolicyConfig::DynamoKv(p) => Box::new(DynamoKv::new(p.clone())),
         }
     }
 
     /// The knowledge model the production router this preset reproduces uses: SGLang's and llm-d's
-    /// default prefix scorers learn from their own routing (approximate); Dynamo consumes the workers' KV
-    /// events; `prefix_aware` defaults to the truth.
+    /// default prefix scorers learn from their own routing (approximate); Dynamo and llm-d's precise
+    /// scorer consume the workers' KV events; `prefix_aware` defaults to the truth.
     pub fn default_view(&self) -> ViewKind {
         match self {
             PolicyConfig::LlmD(_) | PolicyConfig::SglangCacheAware(_) => ViewKind::Approximate,
-            PolicyConfig::DynamoKv(_) => ViewKind::Events,
+            PolicyConfig::DynamoKv(_) | PolicyConfig::LlmDPrecise(_) => ViewKind::Events,
             _ => ViewKind::Oracle,
+        }
+    }
+
+    /// How much the production router's own residency memory (the approximate view) holds per worker, in
+    /// blocks of `block_size` tokens, for a worker of `kv_blocks` KV blocks, and how often it is pruned
+    /// back to that size (`None`: at every insertion, as an LRU does).
+    ///
+    /// - SGLang: a radix tree of request text, 2^26 characters per worker (`--max-tree-size`), pruned
+    ///   every 120 s (`--eviction-interval`); characters are converted at 4 per token, the
+    ///   estimate llm-d's prefix producer also uses (`averageCharactersPerToken`).
+    /// - llm-d and everything else: an LRU of block hashes sized to the worker's KV blocks (llm-d
+    ///   auto-tunes `lruCapacityPerServer` from the engine's `num_gpu_blocks`).
+    pub fn default_approx_memory(
+        &self,
+        kv_blocks: u32,
+        block_size: u32,
+    ) -> (u32, Option<SimDuration>) {
+        match self {
+            PolicyConfig::SglangCacheAware(_) => {
+                const TREE_CHARS: u64 = 1 << 26;
+                const CHARS_PER_TOKEN: u64 = 4;
+                let blocks = TREE_CHARS / (CHARS_PER_TOKEN * u64::from(block_size.max(1)));
+                (blocks as u32, Some(SimDuration::from_secs(120)))
+            }
+            _ => (kv_blocks, None),
         }
     }
 
@@ -167,9 +198,14 @@ pub struct RouterSettings {
     /// How long a routed prompt is assumed cached (`view = "approximate"`); unset: until capacity evicts it.
     #[serde(default)]
     pub approx_ttl: Option<SimDuration>,
-    /// Blocks the approximate view assumes each worker holds at most; default: the worker's KV blocks.
+    /// Blocks the approximate view remembers per worker at most; default: the production router's
+    /// (SGLang: 2^26 characters ≈ 2^24 tokens; otherwise the worker's KV blocks).
     #[serde(default)]
     pub approx_capacity_blocks: Option<PositiveInt>,
+    /// The approximate view is pruned back to its capacity at this interval rather than at every
+    /// insertion; default: the production router's (SGLang: 120 s; otherwise at every insertion).
+    #[serde(default)]
+    pub approx_prune_interval: Option<SimDuration>,
     /// Worker metrics (queue, running, KV use) are refreshed at this interval; 0 = always fresh. The
     /// gateway's own count of outstanding requests is always exact.
     #[serde(default)]
@@ -190,6 +226,7 @@ impl Default for RouterSettings {
             event_delay: default_event_delay(),
             approx_ttl: None,
             approx_capacity_blocks: None,
+            approx_prune_interval: None,
             load_refresh: SimDuration::ZERO,
             log_decisions: 0,
         }
@@ -204,11 +241,12 @@ pub struct RouterSpec {
 }
 
 /// Keys of `[router]` that belong to the router rather than to the policy.
-const SETTINGS_KEYS: [&str; 6] = [
+const SETTINGS_KEYS: [&str; 7] = [
     "view",
     "event_delay",
     "approx_ttl",
     "approx_capacity_blocks",
+    "approx_prune_interval",
     "load_refresh",
     "log_decisions",
 ];
@@ -326,8 +364,10 @@ mod tests {
                     let input = RouteInput {
                         request: &req,
                         prompt_blocks: 8,
+                        block_size: 16,
                         prompt_hashes: &hashes,
                         overlaps: &overlaps,
+                        prefix_owner: Some(i as usize % n),
                         workers: &ws,
                         now: req.arrival,
                     };

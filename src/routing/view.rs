@@ -5,7 +5,9 @@
 //!   happened (as with vLLM's KV-event publisher feeding Dynamo's or llm-d's indexer).
 //! - `approximate`: the router's own guess from its past decisions: a request's prompt blocks are assumed
 //!   cached on the worker it was sent to, for `approx_ttl`, up to `approx_capacity_blocks` per worker (LRU),
-//!   blind to the worker's real evictions (as SGLang's cache-aware router's approximate radix tree).
+//!   blind to the worker's real evictions (as SGLang's approximate radix tree and llm-d's approximate
+//!   prefix index). With `approx_prune_interval` the capacity is enforced only at those instants, as
+//!   SGLang's timer-driven tree eviction does; in between the memory may exceed it.
 
 use std::collections::VecDeque;
 
@@ -55,6 +57,8 @@ pub struct CacheView {
     approx: Vec<ApproxLru>,
     capacity: Vec<u32>,
     ttl: Option<SimDuration>,
+    prune_interval: Option<SimDuration>,
+    next_prune: SimTime,
 }
 
 impl CacheView {
@@ -74,7 +78,28 @@ impl CacheView {
             approx: (0..capacity.len()).map(|_| ApproxLru::default()).collect(),
             capacity,
             ttl,
+            prune_interval: None,
+            next_prune: SimTime::ZERO,
         }
+    }
+
+    /// Enforces the approximate view's capacity only every `interval` (from the first decision on)
+    /// instead of at every insertion.
+    pub fn with_prune_interval(mut self, interval: Option<SimDuration>) -> Self {
+        self.prune_interval = interval.filter(|d| d.0 > 0);
+        self
+    }
+
+    /// Forgets everything known about worker `w` (it went down; a restarted worker's cache is empty).
+    pub fn clear_worker(&mut self, w: usize) {
+        if let Some(lru) = self.approx.get_mut(w) {
+            for (h, _) in lru.last.drain() {
+                self.index.remove(w, h);
+            }
+            lru.queue.clear();
+        }
+        self.index.clear_worker(w);
+        self.in_flight.retain(|(_, x, _)| *x != w);
     }
 
     /// The knowledge model.
@@ -107,15 +132,8 @@ impl CacheView {
             lru.queue.push_back((h, now));
             self.index.store(w, h);
         }
-        // Over capacity: forget the least recently routed blocks.
-        while lru.last.len() > self.capacity[w] as usize {
-            let Some((h, t)) = lru.queue.pop_front() else {
-                break;
-            };
-            if lru.last.get(&h) == Some(&t) {
-                lru.last.remove(&h);
-                self.index.remove(w, h);
-            }
+        if self.prune_interval.is_none() {
+            Self::prune(&mut self.index, w, lru, self.capacity[w]);
         }
         // Refreshed entries leave stale copies behind: compact when they dominate.
         if lru.queue.len() > 2 * lru.last.len() + 1024 {
@@ -123,13 +141,16 @@ impl CacheView {
         }
     }
 
-    /// Forgets what worker `w` was believed to hold (the gateway learned that it died or restarted).
-    pub fn forget_worker(&mut self, w: usize) {
-        self.index.clear_worker(w);
-        self.in_flight.retain(|&(_, v, _)| v != w);
-        if let Some(lru) = self.approx.get_mut(w) {
-            lru.queue.clear();
-            lru.last.clear();
+    /// Forgets worker `w`'s least recently routed blocks until at most `capacity` remain.
+    fn prune(index: &mut CacheIndex, w: usize, lru: &mut ApproxLru, capacity: u32) {
+        while lru.last.len() > capacity as usize {
+            let Some((h, t)) = lru.queue.pop_front() else {
+                break;
+            };
+            if lru.last.get(&h) == Some(&t) {
+                lru.last.remove(&h);
+                index.remove(w, h);
+            }
         }
     }
 
@@ -147,6 +168,18 @@ impl CacheView {
                 }
             }
             ViewKind::Approximate => {
+                if let Some(every) = self.prune_interval
+                    && now >= self.next_prune
+                {
+                    if self.next_prune > SimTime::ZERO {
+                        for (w, lru) in self.approx.iter_mut().enumerate() {
+                            Self::prune(&mut self.index, w, lru, self.capacity[w]);
+                        }
+                    }
+                    while self.next_prune <= now {
+                        self.next_prune += every;
+                    }
+                }
                 let Some(ttl) = self.ttl else { return };
                 for (w, lru) in self.approx.iter_mut().enumerate() {
                     while let Some(&(h, t)) = lru.queue.front() {
@@ -162,6 +195,12 @@ impl CacheView {
                 }
             }
         }
+    }
+
+    /// The worker block `h` is attributed to: the first this view saw holding it, or, once that one
+    /// forgot it, the lowest remaining holder (as a radix-tree router names a node's tenant).
+    pub fn attributed(&self, h: u64) -> Option<usize> {
+        self.index.attributed(h)
     }
 
     /// Leading blocks of `hashes` that each worker holds, as far as this view knows.
@@ -230,6 +269,31 @@ mod tests {
         v.advance(at(12_001));
         v.overlaps(&[5, 6], &mut out);
         assert_eq!(out, [0, 0], "expired after the TTL");
+    }
+
+    #[test]
+    fn a_pruned_memory_exceeds_its_capacity_between_prunes() {
+        let mut v = CacheView::new(ViewKind::Approximate, SimDuration::ZERO, None, vec![2, 2])
+            .with_prune_interval(Some(SimDuration::from_secs(10)));
+        let mut out = Vec::new();
+        v.advance(at(0)); // first prune due at 10 s
+        v.on_routed(at(0), 0, &[1, 2]);
+        v.on_routed(at(1), 0, &[3, 4]);
+        v.advance(at(9_999));
+        v.overlaps(&[1, 2], &mut out);
+        assert_eq!(
+            out,
+            [2, 0],
+            "4 blocks held over a capacity of 2 until the prune"
+        );
+        v.advance(at(10_000));
+        v.overlaps(&[1, 2], &mut out);
+        assert_eq!(out, [0, 0], "the oldest two are pruned");
+        v.overlaps(&[3, 4], &mut out);
+        assert_eq!(out, [2, 0]);
+        v.clear_worker(0);
+        v.overlaps(&[3, 4], &mut out);
+        assert_eq!(out, [0, 0], "a worker that went down is forgotten");
     }
 
     #[test]

@@ -113,6 +113,8 @@ pub struct WorkerSnapshot {
 pub struct StepOutcome {
     /// Sequences that emitted their last token, in batch order.
     pub completed: Vec<Sequence>,
+    /// Ids of the requests that emitted their first token, in batch order.
+    pub first_tokens: Vec<u64>,
 }
 
 /// One GPU replica.
@@ -290,6 +292,7 @@ impl Worker {
         let bs = self.params.block_size;
         let per_token = self.batch_seconds / self.batch_tokens as f64;
         let mut any_done = false;
+        let mut first_tokens = Vec::new();
         for &(idx, n) in &self.batch {
             let seq = &mut self.running[idx];
             let from = seq.computed;
@@ -308,13 +311,17 @@ impl Worker {
                 seq.generated += 1;
                 if seq.generated == 1 {
                     seq.first_token = Some(now);
+                    first_tokens.push(seq.request.id);
                 }
                 if seq.generated == seq.request.output_tokens {
                     any_done = true;
                 }
             }
         }
-        let mut outcome = StepOutcome::default();
+        let mut outcome = StepOutcome {
+            first_tokens,
+            ..StepOutcome::default()
+        };
         if any_done {
             let mut kept = Vec::with_capacity(self.running.len());
             for seq in self.running.drain(..) {

@@ -21,20 +21,24 @@ fn max_share(s: &Summary) -> f64 {
 }
 
 #[test]
-fn hot_prefix_prefix_only_routing_concentrates_and_loses_to_llm_d() {
-    let r = compare_on("hot-prefix.toml", "3m", "round_robin,prefix_only,llm_d");
-    let (rr, prefix_only, llm_d) = (&r[0], &r[1], &r[2]);
+fn hot_prefix_prefix_only_routing_concentrates_and_loses_to_llm_d_precise() {
+    let r = compare_on(
+        "hot-prefix.toml",
+        "3m",
+        "round_robin,prefix_only,llm_d_precise",
+    );
+    let (rr, prefix_only, precise) = (&r[0], &r[1], &r[2]);
     assert!(
         max_share(prefix_only) > 0.5,
         "prefix-only max share {}",
         max_share(prefix_only)
     );
-    assert!(max_share(prefix_only) > max_share(llm_d));
+    assert!(max_share(prefix_only) > max_share(precise));
     assert!((max_share(rr) - 0.125).abs() < 0.01);
     assert!(
-        llm_d.ttft_ms.p95 < prefix_only.ttft_ms.p95,
-        "llm_d p95 {} vs prefix-only {}",
-        llm_d.ttft_ms.p95,
+        precise.ttft_ms.p95 < prefix_only.ttft_ms.p95,
+        "llm_d_precise p95 {} vs prefix-only {}",
+        precise.ttft_ms.p95,
         prefix_only.ttft_ms.p95
     );
 }
@@ -137,5 +141,65 @@ fn multi_turn_chat_affinity_and_prefix_routing_double_the_hit_rate_and_cut_p95_t
             rr.ttft_ms.p95
         );
         assert!(s.recompute.by_cause.misrouted.tokens < rr.recompute.by_cause.misrouted.tokens / 2);
+    }
+}
+
+/// Dynamo's cost counts the requests the router itself has in flight, so arrivals between two engine
+/// steps do not all see the same "least loaded" worker: queueing stays of the order of llm-d's
+/// (the preset that read the engine's blocks-in-use herded: queue p95 ≈ 10× llm-d's).
+#[test]
+fn chat_sessions_dynamo_kv_does_not_herd() {
+    let r = compare_on("chat-sessions.toml", "5m", "llm_d,dynamo_kv");
+    let (llm_d, dynamo) = (&r[0], &r[1]);
+    assert!(
+        dynamo.queue_ms.p95 < 5.0 * llm_d.queue_ms.p95.max(1.0),
+        "dynamo_kv queue p95 {} vs llm_d {}",
+        dynamo.queue_ms.p95,
+        llm_d.queue_ms.p95
+    );
+    assert!(
+        dynamo.ttft_ms.p95 < 300.0,
+        "dynamo_kv p95 TTFT {}",
+        dynamo.ttft_ms.p95
+    );
+    assert!(max_share(dynamo) < 0.2, "{}", max_share(dynamo));
+}
+
+/// Whether llm-d's approximate scheduler collapses `hot-prefix` onto one worker is decided by its weights
+/// and its prefix window. The default (3 : 2 : 2, a 2048-block window: the whole prompt here) spreads the
+/// hot requests and the old preset's 2 : 1 : 1 does not (on the scenario's seed, 11; seeds 12–13 lose
+/// goodput instead, a knife edge, see docs/routing.md). With the Inference Extension's 256-block window,
+/// exactly the hot schema, a hot request scores a full match on the worker that served one, and 3 : 2 : 2
+/// collapses too. The KV-event variant spreads them.
+#[test]
+fn hot_prefix_llm_d_weights_and_prefix_window_decide_the_collapse() {
+    let r = compare_on(
+        "hot-prefix.toml",
+        "3m",
+        "llm_d,llm_d:prefix_weight=2,queue_weight=1,kv_weight=1,max_prefix_blocks=0,llm_d_precise,llm_d:max_prefix_blocks=256",
+    );
+    let (whole_prompt, old, precise, windowed) = (&r[0], &r[1], &r[2], &r[3]);
+    for s in [whole_prompt, precise] {
+        assert!(
+            s.ttft_ms.p50 < 100.0,
+            "{}: p50 TTFT {}",
+            s.policy,
+            s.ttft_ms.p50
+        );
+        assert!(
+            s.goodput.fraction > 0.95,
+            "{}: goodput {}",
+            s.policy,
+            s.goodput.fraction
+        );
+    }
+    for s in [old, windowed] {
+        assert!(
+            s.ttft_ms.p50 > 1000.0,
+            "{}: p50 TTFT {}",
+            s.policy,
+            s.ttft_ms.p50
+        );
+        assert!(max_share(s) > max_share(whole_prompt));
     }
 }
