@@ -265,13 +265,21 @@ impl Scenario {
             if !g.tp.0.is_power_of_two() || g.tp.0 > 8 {
                 return Err((at("tp"), format!("must be 1, 2, 4 or 8, got {}", g.tp.0)));
             }
+            crate::hardware::check_precision(g.gpu, g.precision).map_err(|m| (at("precision"), m))?;
             if g.gpu_memory_utilization.0 == 0.0 {
                 return Err((
                     at("gpu_memory_utilization"),
                     "must be greater than 0".into(),
                 ));
             }
-            let blocks = g.kv_blocks().map_err(|m| (at("model"), m))?;
+            let blocks = g.kv_blocks().map_err(|m| {
+                let field = if m.starts_with("block_size") {
+                    "block_size"
+                } else {
+                    "model"
+                };
+                (at(field), m)
+            })?;
             if blocks == 0 {
                 return Err((at("kv_blocks"), "no KV blocks fit".into()));
             }
@@ -302,6 +310,12 @@ impl Scenario {
 fn toml_error(text: &str, file: &str, e: &toml::de::Error) -> ScenarioError {
     let (location, message) = toml_error_parts(text, file, e);
     ScenarioError { location, message }
+}
+
+/// The 1-based line of the key at field path `path` (`workload.rate`, `workers[1].count`) in scenario
+/// text, best effort; for messages about a scenario that parsed.
+pub fn line_of(text: &str, path: &str) -> Option<usize> {
+    find_line(text, path)
 }
 
 /// Best-effort line of a field path such as `workers[1].tp` or `workload.cv` in the original text.

@@ -37,6 +37,17 @@ pub const MIN_DECODE_ROWS: usize = 3;
 /// Not 1: the model's FLOP and byte counts are close to, not exactly, what the kernels do.
 pub const FASTEST_PLAUSIBLE: f64 = 0.9;
 
+/// A measurement is rejected when it is slower than this many times the datasheet's least time for its
+/// step plus [`SLOWEST_PLAUSIBLE_EXTRA_MS`]: real vLLM steps stay within a few times that bound (the
+/// bundled data: within 6×), so a row beyond it is a wrong unit or a stalled run, and one such row drags
+/// the whole fit.
+pub const SLOWEST_PLAUSIBLE: f64 = 100.0;
+/// The fixed allowance added to [`SLOWEST_PLAUSIBLE`]'s multiple (host overheads of a tiny step), ms.
+pub const SLOWEST_PLAUSIBLE_EXTRA_MS: f64 = 1000.0;
+/// A fit whose median |relative error| over its own rows exceeds this is refused: the rows do not
+/// describe one configuration's steps.
+pub const MAX_MEDIAN_FIT_ERROR: f64 = 0.25;
+
 /// Observation id of a user's measurements (the fit does not depend on it).
 const SOURCE: &str = "measurements";
 
@@ -319,6 +330,14 @@ impl Measurements {
                     key.gpu.as_str()
                 )));
             }
+            let most_ms = SLOWEST_PLAUSIBLE * least_ms + SLOWEST_PLAUSIBLE_EXTRA_MS;
+            if row.latency_ms > most_ms {
+                return Err(fail(format!(
+                    "column `latency_ms`: {} ms is slower than any {} step of this shape can plausibly be                      ({most_ms:.0} ms is {SLOWEST_PLAUSIBLE}× the datasheet's least time plus                      {SLOWEST_PLAUSIBLE_EXTRA_MS} ms): check the unit (milliseconds) and the configuration ({key})",
+                    row.latency_ms,
+                    key.gpu.as_str()
+                )));
+            }
             if let Some(prev) = rows.last() {
                 check_sweep(prev, &row).map_err(fail)?;
             }
@@ -556,6 +575,37 @@ impl MeasuredFit {
     pub fn errors(&self) -> (f64, f64) {
         let e: Vec<f64> = self.points.iter().map(|p| p.error().abs()).collect();
         median_and_max(&e)
+    }
+
+    /// Refuses a fit whose median |error| exceeds [`MAX_MEDIAN_FIT_ERROR`], naming the rows it misses most
+    /// (the file's lines), since a profile that cannot reproduce its own measurements would mislead every
+    /// run that names it.
+    pub fn check(&self) -> Result<(), CalibrationError> {
+        let (median, _) = self.errors();
+        if median <= MAX_MEDIAN_FIT_ERROR {
+            return Ok(());
+        }
+        let mut worst: Vec<&MeasuredPoint> = self.points.iter().collect();
+        worst.sort_by(|a, b| b.error().abs().total_cmp(&a.error().abs()));
+        let lines: Vec<String> = worst
+            .iter()
+            .take(3)
+            .map(|p| {
+                format!(
+                    "line {} ({} ms measured, {:.3} ms fitted)",
+                    p.row.line, p.row.latency_ms, p.predicted_ms
+                )
+            })
+            .collect();
+        Err(CalibrationError {
+            location: self.file.clone(),
+            message: format!(
+                "the fit misses its own rows by a median of {:.0}% (at most {:.0}% is accepted), so no                  profile was written; the rows it misses most: {}",
+                median * 100.0,
+                MAX_MEDIAN_FIT_ERROR * 100.0,
+                lines.join(", ")
+            ),
+        })
     }
 
     /// The profile file: a header naming its origin, then the profile in the layout of `profiles/*.toml`.

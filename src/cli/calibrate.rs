@@ -2,14 +2,22 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::calibration;
 use crate::calibration::measurements::Measurements;
 use crate::hardware::ProfileKey;
+use crate::output::{self, resolve};
 
-/// `fleetsim calibrate`: fit, then write (or, with `check`, compare) the profiles and the report.
-pub(super) fn calibrate(data: &Path, profiles: &Path, report: Option<&Path>, check: bool) -> Result<()> {
+/// `fleetsim calibrate`: fit, then print; with `write`, write the profiles and the report; with `check`,
+/// compare them with the files on disk instead.
+pub(super) fn calibrate(
+    data: &Path,
+    profiles: &Path,
+    report: Option<&Path>,
+    check: bool,
+    write: bool,
+) -> Result<()> {
     let c = calibration::calibrate(data)?;
     let mut files: Vec<(PathBuf, String)> = c
         .profiles
@@ -23,18 +31,23 @@ pub(super) fn calibrate(data: &Path, profiles: &Path, report: Option<&Path>, che
         files.push((r.to_path_buf(), calibration::report::markdown(&c)));
     }
     let mut stale = Vec::new();
-    for (path, text) in &files {
-        if check {
+    if check {
+        for (path, text) in &files {
             if std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str()) {
                 stale.push(path.display().to_string());
             }
-        } else {
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+    } else if write {
+        // The data directory is the fit's input: nothing is written into it.
+        for (path, text) in &files {
+            if resolve(path).starts_with(resolve(data)) {
+                anyhow::bail!(
+                    "{} is inside the data directory {}: refusing to write into the fit's input",
+                    path.display(),
+                    data.display()
+                );
             }
-            std::fs::write(path, text)
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            output::write_file(path, text.as_bytes(), &[])?;
         }
     }
     print!("{}", calibration::report::profiles_table(&c));
@@ -63,8 +76,22 @@ pub(super) fn calibrate(data: &Path, profiles: &Path, report: Option<&Path>, che
     );
     if !stale.is_empty() {
         anyhow::bail!(
-            "out of date (re-run `fleetsim calibrate --report docs/calibration.md`): {}",
+            "out of date (re-run `fleetsim calibrate --write --report docs/calibration.md`): {}",
             stale.join(", ")
+        );
+    }
+    if write {
+        eprintln!(
+            "wrote {} profiles into {}{}",
+            c.profiles.len(),
+            profiles.display(),
+            report.map_or(String::new(), |r| format!(" and the report {}", r.display()))
+        );
+    } else if !check {
+        eprintln!(
+            "nothing written: pass --write to update {}{}",
+            profiles.display(),
+            report.map_or(String::new(), |r| format!(" and {}", r.display()))
         );
     }
     Ok(())
@@ -73,13 +100,12 @@ pub(super) fn calibrate(data: &Path, profiles: &Path, report: Option<&Path>, che
 /// `fleetsim calibrate --measurements`: fit one profile to a user's measured steps, print every step's
 /// error, write the profile file.
 pub(super) fn calibrate_measurements(csv: &Path, key: ProfileKey, out: &Path) -> Result<()> {
+    crate::hardware::check_precision(key.gpu, key.precision).map_err(anyhow::Error::msg)?;
+    output::check_file(out, &[csv])?;
     let fit = Measurements::read(csv, key)?.fit();
     print!("{}", fit.table());
-    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(out, fit.profile_file())
-        .with_context(|| format!("cannot write {}", out.display()))?;
+    fit.check()?;
+    output::write_file(out, fit.profile_file().as_bytes(), &[csv])?;
     eprintln!(
         "wrote {}: name it in a scenario's worker group (profile = \"...\") or pass it to `fleetsim estimate \
          --profile`",

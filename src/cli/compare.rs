@@ -1,13 +1,12 @@
 //! `fleetsim compare`: the same arrivals through several routing policies, in parallel.
 
 use std::path::Path;
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 
 use crate::compare;
+use crate::output;
 use crate::report;
-use crate::scenario::Scenario;
 
 pub(super) fn compare(
     path: &Path,
@@ -15,8 +14,9 @@ pub(super) fn compare(
     out: Option<&Path>,
     set: &[String],
     threads: Option<usize>,
+    force: bool,
 ) -> Result<()> {
-    let scenario = Scenario::load(path, set)?;
+    let scenario = super::load_checked(path, set, force)?;
     let list = match policies {
         Some(p) => p.to_string(),
         None if !scenario.policies.is_empty() => scenario
@@ -31,19 +31,23 @@ pub(super) fn compare(
         ),
     };
     let contenders = compare::resolve(&list, &scenario).map_err(anyhow::Error::msg)?;
+    if let Some(dir) = out {
+        output::prepare_dir(dir, &[path])?;
+    }
+    // More threads than runs would only idle.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.unwrap_or(0))
+        .num_threads(threads.unwrap_or(cores).min(contenders.len()).max(1))
         .build()
         .context("cannot start worker threads")?;
-    let started = Instant::now();
-    let outputs = pool
-        .install(|| compare::run_all(&scenario, &contenders))
+    let timed = pool
+        .install(|| compare::run_all_timed(&scenario, &contenders))
         .map_err(anyhow::Error::msg)?;
-    let wall = started.elapsed().as_secs_f64();
+    let (outputs, walls): (Vec<_>, Vec<_>) = timed.into_iter().unzip();
     let cmp = compare::Comparison::new(&scenario, &contenders, &outputs);
     print!("{}", cmp.to_markdown());
     if let Some(dir) = out {
-        for (c, o) in contenders.iter().zip(&outputs) {
+        for ((c, o), wall) in contenders.iter().zip(&outputs).zip(walls) {
             report::write_files(
                 &dir.join(compare::folder_name(&c.label)),
                 &report::run_files(o, wall)?,

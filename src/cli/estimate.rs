@@ -21,6 +21,7 @@ pub(super) struct Args {
 
 /// Estimates `a`, with the step times of the profile file `profile` if given; prints JSON or a table.
 pub(super) fn estimate(a: Args, profile: Option<&Path>, json: bool) -> Result<()> {
+    crate::hardware::check_precision(a.gpu, a.precision).map_err(anyhow::Error::msg)?;
     let profile = match profile {
         Some(path) => Some((path.display().to_string(), Profile::load(path)?)),
         None => None,

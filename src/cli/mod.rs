@@ -18,6 +18,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use crate::hardware::{GpuId, ModelId, Precision, ProfileKey};
+use crate::scenario::Scenario;
 use crate::time::SimDuration;
 use crate::workload::trace::{TraceFormat, TraceOptions};
 
@@ -47,6 +48,9 @@ pub enum Command {
         /// No progress bar.
         #[arg(long, short)]
         quiet: bool,
+        /// Run even if the scenario exceeds the size limits (docs/limits.md).
+        #[arg(long)]
+        force: bool,
     },
     /// Run the same arrivals through several routing policies in parallel and compare them.
     Compare {
@@ -61,15 +65,21 @@ pub enum Command {
         out: Option<PathBuf>,
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
-        /// Worker threads (default: one per core). Results do not depend on it.
+        /// Worker threads, 1 to 1024 (default: one per core). Results do not depend on it.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=crate::limits::MAX_THREADS as i64))]
+        threads: Option<u16>,
+        /// Run even if the scenario exceeds the size limits (docs/limits.md).
         #[arg(long)]
-        threads: Option<usize>,
+        force: bool,
     },
-    /// Check a scenario file; exit non-zero with a clear error if it is invalid.
+    /// Check a scenario file, including the size limits; exit non-zero with a clear error if it is invalid.
     Validate {
         scenario: PathBuf,
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Report the size limits the scenario exceeds as notes instead of errors.
+        #[arg(long)]
+        force: bool,
     },
     /// List the GPUs, models, precisions, calibrated profiles and routing policies fleetsim knows.
     Catalog,
@@ -93,11 +103,12 @@ pub enum Command {
         /// Output tokens per request.
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         output: u32,
-        /// Measure over a closed-loop run of this many clients (default: one request on an idle worker).
-        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        /// Measure over a closed-loop run of this many clients, at most 100000 (default: one request on an
+        /// idle worker).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=crate::limits::MAX_ESTIMATE_CONCURRENCY as i64))]
         concurrency: Option<u32>,
-        /// Requests of the closed-loop run (default: ten per client).
-        #[arg(long, requires = "concurrency", value_parser = clap::value_parser!(u32).range(1..))]
+        /// Requests of the closed-loop run, at most 10000000 (default: ten per client).
+        #[arg(long, requires = "concurrency", value_parser = clap::value_parser!(u32).range(1..=crate::limits::MAX_ESTIMATE_REQUESTS as i64))]
         requests: Option<u32>,
         /// Use this profile file instead of the built-in one.
         #[arg(long)]
@@ -106,28 +117,33 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Fit the step-time profiles to the measurements in the data directory and write them and the report;
-    /// or, with --measurements, fit one profile to your own measured steps and write it to --out.
+    /// Fit the step-time profiles to the measurements in the data directory and print them (with --write,
+    /// also write them and the report); or, with --measurements, fit one profile to your own measured steps
+    /// and write it to --out.
     Calibrate {
         /// Directory of the calibration data.
         #[arg(long, default_value = "data/calibration")]
         data: PathBuf,
-        /// Directory to write the profiles into.
+        /// Directory of the profiles that --write writes and --check compares.
         #[arg(long, default_value = "profiles")]
         profiles: PathBuf,
         /// Also write the calibration report (Markdown) to this file, e.g. docs/calibration.md.
         #[arg(long)]
         report: Option<PathBuf>,
         /// Write nothing: exit non-zero if the profiles or report on disk differ from what the fit gives.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "write")]
         check: bool,
+        /// Write the profiles into --profiles and the report into --report (without it, calibrate only
+        /// prints the fit).
+        #[arg(long)]
+        write: bool,
         /// Your own measured steps of one configuration (CSV, docs/calibration-format.md): fit one profile to
         /// them, print each step's error and write the profile to --out.
         #[arg(
             long,
             value_name = "FILE.csv",
             requires_all = ["gpu", "model", "out"],
-            conflicts_with_all = ["data", "profiles", "report", "check"]
+            conflicts_with_all = ["data", "profiles", "report", "check", "write"]
         )]
         measurements: Option<PathBuf>,
         /// With --measurements: the GPU measured.
@@ -165,14 +181,17 @@ pub enum TraceCommand {
         #[arg(long, short)]
         out: PathBuf,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = TraceFormat::Native)]
-        to: TraceFormat,
-        /// Tokens per hash block when writing Mooncake.
-        #[arg(long, default_value_t = 512)]
+        #[arg(long, value_enum, default_value_t = WriteFormat::Native)]
+        to: WriteFormat,
+        /// Tokens per hash block when writing Mooncake (at least 1).
+        #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
         block_size: u32,
         /// Override a scenario value, e.g. `--set duration=\"10m\"`.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Write even if the scenario exceeds the size limits (docs/limits.md).
+        #[arg(long)]
+        force: bool,
     },
     /// Summarise a trace: requests, duration, rate, inter-arrival CV, token percentiles, sessions, and
     /// the prefix-cache hit rate an infinite cache would reach.
@@ -181,8 +200,8 @@ pub enum TraceCommand {
         trace: PathBuf,
         #[command(flatten)]
         read: ReadArgs,
-        /// Block size of the infinite-cache hit rate, in tokens.
-        #[arg(long, default_value_t = 512)]
+        /// Block size of the infinite-cache hit rate, in tokens (at least 1).
+        #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
         block_size: u32,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -198,12 +217,33 @@ pub enum TraceCommand {
         #[command(flatten)]
         read: ReadArgs,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = TraceFormat::Native)]
-        to: TraceFormat,
-        /// Tokens per hash block when writing Mooncake.
-        #[arg(long, default_value_t = 512)]
+        #[arg(long, value_enum, default_value_t = WriteFormat::Native)]
+        to: WriteFormat,
+        /// Tokens per hash block when writing Mooncake (at least 1).
+        #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
         block_size: u32,
     },
+}
+
+/// The formats fleetsim writes (it reads Azure and BurstGPT too, but does not write them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WriteFormat {
+    /// fleetsim's own JSON Lines, or CSV when the file name ends in .csv.
+    Native,
+    /// Mooncake JSONL, prefix identity kept at block granularity.
+    Mooncake,
+    /// Vidur CSV (no content columns).
+    Vidur,
+}
+
+impl From<WriteFormat> for TraceFormat {
+    fn from(f: WriteFormat) -> TraceFormat {
+        match f {
+            WriteFormat::Native => TraceFormat::Native,
+            WriteFormat::Mooncake => TraceFormat::Mooncake,
+            WriteFormat::Vidur => TraceFormat::Vidur,
+        }
+    }
 }
 
 /// How to read a trace (the same options as a scenario's `kind = "trace"` workload).
@@ -221,11 +261,11 @@ pub struct ReadArgs {
     /// Mooncake: rebuild sessions from the hash chains (a heuristic).
     #[arg(long)]
     pub reconstruct_sessions: bool,
-    /// Mooncake: tokens per hash block of the input.
-    #[arg(long, default_value_t = 512)]
+    /// Mooncake: tokens per hash block of the input (at least 1).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     pub hash_block_size: u32,
-    /// Replay this many times faster.
-    #[arg(long, default_value_t = 1.0)]
+    /// Replay this many times faster (a number greater than 0).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_speedup)]
     pub speedup: f64,
     /// Skip this much of the trace's beginning, e.g. 10m.
     #[arg(long, value_parser = SimDuration::parse)]
@@ -259,21 +299,28 @@ pub fn main_with(cli: Cli) -> Result<()> {
             set,
             json,
             quiet,
-        } => run::run(&scenario, out.as_deref(), &set, json, quiet),
+            force,
+        } => run::run(&scenario, out.as_deref(), &set, json, quiet, force),
         Command::Compare {
             scenario,
             policies,
             out,
             set,
             threads,
+            force,
         } => compare::compare(
             &scenario,
             policies.as_deref(),
             out.as_deref(),
             &set,
-            threads,
+            threads.map(usize::from),
+            force,
         ),
-        Command::Validate { scenario, set } => validate::validate(&scenario, &set),
+        Command::Validate {
+            scenario,
+            set,
+            force,
+        } => validate::validate(&scenario, &set, force),
         Command::Catalog => {
             print!("{}", catalog());
             Ok(())
@@ -308,6 +355,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             profiles,
             report,
             check,
+            write,
             measurements,
             gpu,
             model,
@@ -315,7 +363,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             precision,
             out,
         } => match measurements {
-            None => calibrate::calibrate(&data, &profiles, report.as_deref(), check),
+            None => calibrate::calibrate(&data, &profiles, report.as_deref(), check, write),
             Some(csv) => {
                 // clap requires these with --measurements; say so rather than panic if that ever changes.
                 let key = ProfileKey {
@@ -336,6 +384,39 @@ pub fn main_with(cli: Cli) -> Result<()> {
 fn parse_id<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, String> {
     T::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(s))
         .map_err(|e| e.to_string())
+}
+
+/// Loads a scenario and checks it against the size limits ([`crate::limits`]); with `force`, an exceeded
+/// limit is printed as a note instead.
+fn load_checked(path: &std::path::Path, set: &[String], force: bool) -> Result<Scenario> {
+    let s = Scenario::load(path, set)?;
+    if let Err(e) = crate::limits::check(&s) {
+        let key = if e.field == "workers" {
+            "workers[0].count"
+        } else {
+            &e.field
+        };
+        let line = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| crate::scenario::line_of(&text, key));
+        let at = match line {
+            Some(l) => format!("{}:{l}", path.display()),
+            None => path.display().to_string(),
+        };
+        if force {
+            eprintln!("note: {at}: {}: {}", e.field, e.message);
+        } else {
+            return Err(anyhow::anyhow!("{at}: {e}"));
+        }
+    }
+    Ok(s)
+}
+
+fn parse_speedup(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("expected a number greater than 0, got {s}")),
+    }
 }
 
 fn parse_tp(s: &str) -> Result<u32, String> {

@@ -8,11 +8,21 @@ use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::engine::Simulation;
+use crate::output;
 use crate::report;
-use crate::scenario::Scenario;
 
-pub(super) fn run(path: &Path, out: Option<&Path>, set: &[String], json: bool, quiet: bool) -> Result<()> {
-    let scenario = Scenario::load(path, set)?;
+pub(super) fn run(
+    path: &Path,
+    out: Option<&Path>,
+    set: &[String],
+    json: bool,
+    quiet: bool,
+    force: bool,
+) -> Result<()> {
+    let scenario = super::load_checked(path, set, force)?;
+    if let Some(dir) = out {
+        output::prepare_dir(dir, &[path])?;
+    }
     let sim = Simulation::from_scenario(&scenario).map_err(anyhow::Error::msg)?;
     for note in sim.notes() {
         eprintln!("note: {note}");

@@ -1,9 +1,12 @@
 //! `fleetsim trace gen|stats|convert`.
 
+use std::path::{Path, PathBuf};
+
 use anyhow::Result;
 
 use super::TraceCommand;
-use crate::scenario::Scenario;
+use crate::output;
+use crate::workload::trace::TraceFormat;
 use crate::workload::synthetic::window_end;
 use crate::workload::trace::tools::{self, Output};
 
@@ -15,15 +18,22 @@ pub(super) fn trace(command: TraceCommand) -> Result<()> {
             to,
             block_size,
             set,
+            force,
         } => {
-            let s = Scenario::load(&scenario, &set)?;
+            let s = super::load_checked(&scenario, &set, force)?;
+            // Never write over what the scenario reads: itself, a trace it replays, a rate curve.
+            let mut inputs = vec![scenario.clone()];
+            inputs.extend(s.workload.path.as_deref().map(|p| s.workload.resolve(p)));
+            inputs.extend(s.workload.rate_curve.as_ref().map(|c| s.workload.resolve(&c.path)));
+            let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+            output::check_file(&out, &inputs)?;
             let rows = s
                 .workload
                 .rows(s.seed, window_end(s.duration), s.max_requests)
                 .map_err(anyhow::Error::msg)?;
             let target = Output {
                 path: &out,
-                format: to,
+                format: to.into(),
                 block_size,
             };
             let n = tools::write_rows(rows, &scenario.display().to_string(), target)
@@ -37,7 +47,6 @@ pub(super) fn trace(command: TraceCommand) -> Result<()> {
             block_size,
             json,
         } => {
-            anyhow::ensure!(block_size > 0, "--block-size must be at least 1");
             let (format, report, notes) = tools::stats(&trace, &read.options(), block_size)?;
             if json {
                 let mut v = serde_json::to_value(&report)?;
@@ -61,7 +70,7 @@ pub(super) fn trace(command: TraceCommand) -> Result<()> {
             to,
             block_size,
         } => {
-            anyhow::ensure!(block_size > 0, "--block-size must be at least 1");
+            let to: TraceFormat = to.into();
             let target = Output {
                 path: &output,
                 format: to,

@@ -183,6 +183,21 @@ impl Simulation {
         for (snap, w) in self.snapshots.iter_mut().zip(&self.workers) {
             *snap = w.snapshot();
         }
+        // A request no worker could ever hold is turned away before its blocks are hashed: that costs
+        // time and memory in proportion to its length, which is unbounded in a trace.
+        if !self
+            .workers
+            .iter()
+            .any(|w| w.can_ever_fit(request.prompt_tokens, request.output_tokens))
+        {
+            self.finish_unserved(
+                request,
+                None,
+                Outcome::Rejected,
+                "longer than every worker's KV capacity",
+            );
+            return;
+        }
         // Content identity at the engines' block size (uniform when the router compares caches).
         let block_size = self.workers[0].params.block_size;
         let hashes = request.block_hashes(block_size);
