@@ -28,20 +28,21 @@ pub enum OutputError {
     #[error("{0} exists and is not a directory")]
     NotDirectory(String),
     /// The file system refused.
-    #[error("cannot {action} {path}: {source}")]
+    #[error("cannot {action} {path}: {error}")]
     Io {
         action: &'static str,
         path: String,
-        source: std::io::Error,
+        /// Not a `source`: the message already holds it, and error chains would print it twice.
+        error: std::io::Error,
     },
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> OutputError {
     let path = path.display().to_string();
-    move |source| OutputError::Io {
+    move |error| OutputError::Io {
         action,
         path,
-        source,
+        error,
     }
 }
 

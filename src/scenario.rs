@@ -219,10 +219,7 @@ impl Scenario {
             }
             toml::Value::Table(table)
                 .try_into()
-                .map_err(|e: toml::de::Error| ScenarioError {
-                    location: format!("{file} (after --set)"),
-                    message: e.message().to_string(),
-                })?
+                .map_err(|e: toml::de::Error| override_error(text, file, overrides, &e))?
         };
         scenario.workload.base_dir = Path::new(file)
             .parent()
@@ -303,6 +300,42 @@ impl Scenario {
     /// Workers in the fleet.
     pub fn worker_count(&self) -> usize {
         self.workers.iter().map(|g| g.count.0 as usize).sum()
+    }
+}
+
+/// The error of a scenario that no longer deserializes after `--set`: blamed on the first override after
+/// which it fails (applied one by one), whose key the message repeats.
+fn override_error(
+    text: &str,
+    file: &str,
+    overrides: &[String],
+    e: &toml::de::Error,
+) -> ScenarioError {
+    let culprit = toml::from_str::<toml::Table>(text).ok().and_then(|mut table| {
+        overrides.iter().find(|o| {
+            apply_override(&mut table, o).is_ok()
+                && toml::Value::Table(table.clone())
+                    .try_into::<Scenario>()
+                    .is_err()
+        })
+    });
+    let message = crate::config::humanize(e.message().trim());
+    match culprit {
+        Some(o) => {
+            let key = o.split_once('=').map_or(o.as_str(), |(k, _)| k.trim());
+            ScenarioError {
+                location: format!("{file} (--set {o})"),
+                message: if message.contains(&format!("`{key}`")) {
+                    message
+                } else {
+                    format!("`{key}`: {message}")
+                },
+            }
+        }
+        None => ScenarioError {
+            location: format!("{file} (after --set)"),
+            message,
+        },
     }
 }
 

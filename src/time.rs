@@ -176,7 +176,9 @@ impl<'de> Deserialize<'de> for SimDuration {
         }
         match Raw::deserialize(d)? {
             Raw::Text(s) => SimDuration::parse(&s).map_err(serde::de::Error::custom),
-            Raw::Secs(s) if s.is_finite() && s >= 0.0 => Ok(SimDuration::from_secs_f64(s)),
+            Raw::Secs(s) if s.is_finite() && s >= 0.0 => {
+                SimDuration::parse(&format!("{s}s")).map_err(serde::de::Error::custom)
+            }
             Raw::Secs(s) => Err(serde::de::Error::custom(format!(
                 "invalid duration {s}: must be zero or positive"
             ))),

@@ -383,7 +383,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
 /// A catalogue id as written in scenario files (`h100`, `llama-3.1-8b`, `bf16`).
 fn parse_id<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, String> {
     T::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(s))
-        .map_err(|e| e.to_string())
+        .map_err(|e| crate::config::humanize(&e.to_string()))
 }
 
 /// Loads a scenario and checks it against the size limits ([`crate::limits`]); with `force`, an exceeded

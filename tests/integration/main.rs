@@ -1,5 +1,6 @@
 //! fleetsim's integration tests: one binary, one module per concern.
 
+mod bad_inputs;
 mod calibrate_user;
 mod calibration;
 mod cli;
