@@ -118,7 +118,9 @@ fn named(message: &str) -> Option<String> {
 /// If `offset` is at a table header (`[router]`), the offset of `name` as a key (`name =`) or as a quoted
 /// value (`= "name"`) within that table.
 fn find_in_table(text: &str, offset: usize, name: &str) -> Option<usize> {
-    let line_start = text[..offset.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let line_start = text[..offset.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
     if !text[line_start..].trim_start().starts_with('[') {
         return None;
     }
@@ -275,7 +277,9 @@ mod tests {
             humanize("invalid type: string \"abc\", expected f64"),
             "expected a number, got the text \"abc\""
         );
-        let m = humanize("unknown variant `llm-d`, expected one of `round_robin`, `llm_d`, `dynamo_kv`");
+        let m = humanize(
+            "unknown variant `llm-d`, expected one of `round_robin`, `llm_d`, `dynamo_kv`",
+        );
         assert!(m.starts_with("unknown name `llm-d`"), "{m}");
         assert!(m.ends_with("did you mean `llm_d`?"), "{m}");
         // Nothing close: no suggestion.

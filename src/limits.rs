@@ -132,9 +132,10 @@ impl Footprint {
             });
         }
         if self.memory_bytes > MAX_MEMORY_BYTES {
-            let field = if self.in_flight.is_some_and(|c| {
-                c as f64 * BYTES_PER_IN_FLIGHT > self.memory_bytes / 2.0
-            }) {
+            let field = if self
+                .in_flight
+                .is_some_and(|c| c as f64 * BYTES_PER_IN_FLIGHT > self.memory_bytes / 2.0)
+            {
                 "workload.clients"
             } else {
                 "workers"
@@ -233,7 +234,10 @@ output = { dist = "fixed", tokens = 10 }
         assert_eq!(f.check(&s).unwrap_err().field, "workers");
         // 4e9 clients × 1 KiB is 3.7 TiB.
         let text = BASE
-            .replace("kind = \"poisson\"", "kind = \"concurrency\"\nclients = 4000000000")
+            .replace(
+                "kind = \"poisson\"",
+                "kind = \"concurrency\"\nclients = 4000000000",
+            )
             .replace("rate = 5.0\n", "");
         let s = Scenario::parse(&text, "s.toml", &[]).unwrap();
         assert_eq!(check(&s).unwrap_err().field, "workload.clients");

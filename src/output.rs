@@ -19,7 +19,9 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum OutputError {
     /// The destination is one of the command's inputs.
-    #[error("{dest} is the input file {input}: refusing to overwrite an input; choose another output")]
+    #[error(
+        "{dest} is the input file {input}: refusing to overwrite an input; choose another output"
+    )]
     IsInput { dest: String, input: String },
     /// The destination is an existing directory where a file is expected.
     #[error("{0} is a directory; give a file name")]
@@ -143,7 +145,9 @@ impl AtomicFile {
 
     /// The open temporary file.
     pub fn file(&mut self) -> &mut File {
-        self.file.as_mut().expect("an uncommitted AtomicFile has a file")
+        self.file
+            .as_mut()
+            .expect("an uncommitted AtomicFile has a file")
     }
 
     /// Flushes the temporary file and renames it over the destination.
@@ -201,7 +205,11 @@ pub fn prepare_dir(dir: &Path, inputs: &[&Path]) -> Result<(), OutputError> {
 /// Writes `files` (name within `dir`, contents) into `dir`: every file to a temporary file first, then
 /// all renamed into place, so a failure while writing leaves the previous results as they were.
 /// `inputs` must not be among the destinations.
-pub fn write_dir(dir: &Path, files: &[(String, Vec<u8>)], inputs: &[&Path]) -> Result<(), OutputError> {
+pub fn write_dir(
+    dir: &Path,
+    files: &[(String, Vec<u8>)],
+    inputs: &[&Path],
+) -> Result<(), OutputError> {
     prepare_dir(dir, inputs)?;
     let mut staged = Vec::with_capacity(files.len());
     for (name, bytes) in files {
@@ -261,7 +269,11 @@ mod tests {
             f.write_all(b"half").unwrap();
         }
         assert_eq!(std::fs::read(&dest).unwrap(), b"old");
-        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "temporary file removed");
+        assert_eq!(
+            std::fs::read_dir(&d).unwrap().count(),
+            1,
+            "temporary file removed"
+        );
         write_file(&dest, b"new", &[]).unwrap();
         assert_eq!(std::fs::read(&dest).unwrap(), b"new");
     }
@@ -275,7 +287,12 @@ mod tests {
             prepare_dir(&f, &[]),
             Err(OutputError::NotDirectory(_))
         ));
-        write_dir(&d.join("new/deeper"), &[("a.json".into(), b"{}".to_vec())], &[]).unwrap();
+        write_dir(
+            &d.join("new/deeper"),
+            &[("a.json".into(), b"{}".to_vec())],
+            &[],
+        )
+        .unwrap();
         assert_eq!(std::fs::read(d.join("new/deeper/a.json")).unwrap(), b"{}");
     }
 }

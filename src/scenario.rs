@@ -262,7 +262,8 @@ impl Scenario {
             if !g.tp.0.is_power_of_two() || g.tp.0 > 8 {
                 return Err((at("tp"), format!("must be 1, 2, 4 or 8, got {}", g.tp.0)));
             }
-            crate::hardware::check_precision(g.gpu, g.precision).map_err(|m| (at("precision"), m))?;
+            crate::hardware::check_precision(g.gpu, g.precision)
+                .map_err(|m| (at("precision"), m))?;
             if g.gpu_memory_utilization.0 == 0.0 {
                 return Err((
                     at("gpu_memory_utilization"),
@@ -311,14 +312,16 @@ fn override_error(
     overrides: &[String],
     e: &toml::de::Error,
 ) -> ScenarioError {
-    let culprit = toml::from_str::<toml::Table>(text).ok().and_then(|mut table| {
-        overrides.iter().find(|o| {
-            apply_override(&mut table, o).is_ok()
-                && toml::Value::Table(table.clone())
-                    .try_into::<Scenario>()
-                    .is_err()
-        })
-    });
+    let culprit = toml::from_str::<toml::Table>(text)
+        .ok()
+        .and_then(|mut table| {
+            overrides.iter().find(|o| {
+                apply_override(&mut table, o).is_ok()
+                    && toml::Value::Table(table.clone())
+                        .try_into::<Scenario>()
+                        .is_err()
+            })
+        });
     let message = crate::config::humanize(e.message().trim());
     match culprit {
         Some(o) => {

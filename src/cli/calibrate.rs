@@ -85,7 +85,10 @@ pub(super) fn calibrate(
             "wrote {} profiles into {}{}",
             c.profiles.len(),
             profiles.display(),
-            report.map_or(String::new(), |r| format!(" and the report {}", r.display()))
+            report.map_or(String::new(), |r| format!(
+                " and the report {}",
+                r.display()
+            ))
         );
     } else if !check {
         eprintln!(
@@ -113,4 +116,3 @@ pub(super) fn calibrate_measurements(csv: &Path, key: ProfileKey, out: &Path) ->
     );
     Ok(())
 }
-

@@ -65,4 +65,3 @@ pub(super) fn compare(
     }
     Ok(())
 }
-

@@ -425,4 +425,3 @@ fn parse_tp(s: &str) -> Result<u32, String> {
         _ => Err(format!("must be 1, 2, 4 or 8, got {s}")),
     }
 }
-

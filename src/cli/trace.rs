@@ -6,8 +6,8 @@ use anyhow::Result;
 
 use super::TraceCommand;
 use crate::output;
-use crate::workload::trace::TraceFormat;
 use crate::workload::synthetic::window_end;
+use crate::workload::trace::TraceFormat;
 use crate::workload::trace::tools::{self, Output};
 
 pub(super) fn trace(command: TraceCommand) -> Result<()> {
@@ -24,7 +24,12 @@ pub(super) fn trace(command: TraceCommand) -> Result<()> {
             // Never write over what the scenario reads: itself, a trace it replays, a rate curve.
             let mut inputs = vec![scenario.clone()];
             inputs.extend(s.workload.path.as_deref().map(|p| s.workload.resolve(p)));
-            inputs.extend(s.workload.rate_curve.as_ref().map(|c| s.workload.resolve(&c.path)));
+            inputs.extend(
+                s.workload
+                    .rate_curve
+                    .as_ref()
+                    .map(|c| s.workload.resolve(&c.path)),
+            );
             let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
             output::check_file(&out, &inputs)?;
             let rows = s
@@ -86,4 +91,3 @@ pub(super) fn trace(command: TraceCommand) -> Result<()> {
         }
     }
 }
-

@@ -59,6 +59,7 @@ kind = "trace"
 path = "x.jsonl"
 "#;
 
+#[rustfmt::skip]
 /// Scenario files made from GOOD by one replacement: (file name, from, to, expectation).
 const SCENARIO_EDITS: &[(&str, &str, &str, Expect)] = &[
     ("count0", "count = 2", "count = 0", Fail(&["count0.toml:7:", "count", "at least 1"])),
@@ -121,6 +122,7 @@ const SCENARIO_EDITS: &[(&str, &str, &str, Expect)] = &[
     ("huge-prompt-all-rejected", "tokens = 100", "tokens = 3000000", Ok(&["longer than every worker's KV capacity", "| TTFT | – |"])),
 ];
 
+#[rustfmt::skip]
 /// Command lines: (arguments, expectation). `{dir}` is the case directory.
 const COMMANDS: &[(&[&str], Expect)] = &[
     // --set
@@ -199,7 +201,7 @@ const COMMANDS: &[(&[&str], Expect)] = &[
     (&["trace", "stats", "huge.jsonl"], Fail(&["huge.jsonl:1", "too large"])),
     (&["trace", "stats", "garbage.toml"], Fail(&["garbage.toml"])),
     (&["trace", "stats", "x.jsonl", "--format", "vidur"], Fail(&["x.jsonl"])),
-    (&["trace", "stats", "x.jsonl", "--jitter", "-1s"], Fail(&["--jitter"])),
+    (&["trace", "stats", "x.jsonl", "--jitter=-1s"], Fail(&["--jitter"])),
     (&["trace", "stats", "x.jsonl", "--start", "1000000000h"], Fail(&["10 years"])),
     (&["trace", "stats", "moon-bad.jsonl"], Fail(&["moon-bad.jsonl:2"])),
     (&["trace", "stats", "azure-bad.csv"], Fail(&["azure-bad.csv:3"])),
@@ -228,7 +230,10 @@ fn setup(dir: &Path) {
         w(&format!("{name}.toml"), &GOOD.replacen(from, to, 1));
     }
     w("replay.toml", TRACE_SCENARIO);
-    w("replay-dup.toml", &TRACE_SCENARIO.replace("x.jsonl", "dup.jsonl"));
+    w(
+        "replay-dup.toml",
+        &TRACE_SCENARIO.replace("x.jsonl", "dup.jsonl"),
+    );
     w(
         "x.jsonl",
         "{\"id\":0,\"arrival\":0,\"input\":10,\"output\":2}\n{\"id\":1,\"arrival\":1,\"input\":20,\"output\":3}\n{\"id\":2,\"arrival\":2,\"input\":30,\"output\":4}\n",
@@ -237,7 +242,10 @@ fn setup(dir: &Path) {
         "dup.jsonl",
         "{\"id\":1,\"arrival\":0,\"input\":10,\"output\":2}\n{\"id\":1,\"arrival\":1,\"input\":10,\"output\":2}\n",
     );
-    w("huge.jsonl", "{\"id\":0,\"arrival\":0,\"input\":1000000000,\"output\":2}\n");
+    w(
+        "huge.jsonl",
+        "{\"id\":0,\"arrival\":0,\"input\":1000000000,\"output\":2}\n",
+    );
     w(
         "native-order.jsonl",
         "{\"arrival\":5,\"input\":10,\"output\":2}\n{\"arrival\":1,\"input\":10,\"output\":2}\n",
@@ -254,20 +262,27 @@ fn setup(dir: &Path) {
         "azure-bad.csv",
         "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,4808,10\n2023-11-16 18:17:04.0319600,abc,8\n",
     );
-    w("vidur-bad.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n0,nan,1\n");
+    w(
+        "vidur-bad.csv",
+        "arrived_at,num_prefill_tokens,num_decode_tokens\n0,nan,1\n",
+    );
     w(
         "burst-bad.csv",
         "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,-472,18,490,Conversation log\n",
     );
-    w("garbage.toml", "\u{0}\u{1}\u{2}[[[ not toml at all ]]]\n\u{7f}");
+    w(
+        "garbage.toml",
+        "\u{0}\u{1}\u{2}[[[ not toml at all ]]]\n\u{7f}",
+    );
     w("empty.toml", "");
     let measured = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("data/calibration/example/h100-llama-3.1-8b.csv"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("data/calibration/example/h100-llama-3.1-8b.csv"),
     )
     .unwrap();
     w("m.csv", &measured);
     let rows: Vec<&str> = measured.lines().filter(|l| !l.starts_with('#')).collect();
-    let mut absurd = vec![rows[0], rows[1], "1,256,0,1000000000"];
+    let mut absurd = vec![rows[0], rows[1], "1,256,0,1000000000,absurd"];
     absurd.extend(&rows[2..]);
     w("absurd.csv", &(absurd.join("\n") + "\n"));
     std::fs::create_dir_all(dir.join("sub")).unwrap();
@@ -357,7 +372,10 @@ fn a_hundred_bad_inputs_fail_clearly_quickly_and_touch_no_input() {
             failures.push(format!("fleetsim {}: took {took:?}", args.join(" ")));
         }
         if !want_ok && text.lines().filter(|l| l.starts_with("error:")).count() > 1 {
-            failures.push(format!("fleetsim {}: more than one error line\n{text}", args.join(" ")));
+            failures.push(format!(
+                "fleetsim {}: more than one error line\n{text}",
+                args.join(" ")
+            ));
         }
     }
     let after = snapshot(&dir);
@@ -368,12 +386,16 @@ fn a_hundred_bad_inputs_fail_clearly_quickly_and_touch_no_input() {
         }
     }
     // A refused or failed write leaves no file behind, not even a temporary one.
-    for refused in ["dup-out.jsonl"] {
-        assert!(!dir.join(refused).exists(), "{refused} was created");
-    }
+    assert!(
+        !dir.join("dup-out.jsonl").exists(),
+        "a failed convert left its output"
+    );
     for p in after.keys() {
         let name = p.file_name().unwrap().to_string_lossy();
-        assert!(!name.contains("fleetsim-tmp"), "temporary file left: {name}");
+        assert!(
+            !name.contains("fleetsim-tmp"),
+            "temporary file left: {name}"
+        );
     }
     assert!(
         failures.is_empty(),
@@ -382,5 +404,39 @@ fn a_hundred_bad_inputs_fail_clearly_quickly_and_touch_no_input() {
         cases.len(),
         failures.join("\n\n")
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `trace convert` into its own input, however spelt, is refused before anything is opened for writing,
+/// and the input keeps every byte.
+#[test]
+fn trace_convert_never_writes_into_its_input() {
+    let dir = std::env::temp_dir().join(format!("fleetsim-convert-self-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("x.jsonl");
+    let text = "{\"id\":0,\"arrival\":0,\"input\":10,\"output\":2}\n";
+    std::fs::write(&input, text).unwrap();
+    let mut targets = vec![
+        "./x.jsonl".to_string(),
+        input.display().to_string(),
+        dir.join(".").join("x.jsonl").display().to_string(),
+    ];
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(&input, dir.join("link.jsonl")).unwrap();
+        std::fs::hard_link(&input, dir.join("hard.jsonl")).unwrap();
+        targets.push("link.jsonl".into());
+        targets.push("hard.jsonl".into());
+    }
+    for target in &targets {
+        for to in ["native", "mooncake", "vidur"] {
+            let args = ["trace", "convert", "x.jsonl", target, "--to", to].map(String::from);
+            let (ok, out, _) = run_case(&dir, &args);
+            assert!(!ok, "convert into {target} succeeded:\n{out}");
+            assert!(out.contains("refusing to overwrite an input"), "{out}");
+            assert_eq!(std::fs::read_to_string(&input).unwrap(), text, "{target}");
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

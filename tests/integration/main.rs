@@ -12,6 +12,7 @@ mod invariants;
 mod prefix_cache;
 mod profiles;
 mod queueing;
+mod readme;
 mod routing;
 mod sessions;
 mod traces;

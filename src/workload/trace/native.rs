@@ -138,8 +138,7 @@ impl NativeParser {
                         "a `think` row is a closed-loop turn and needs `session` and `turn`".into(),
                     );
                 };
-                let follows =
-                    matches!(self.prev, Some(Some(p)) if p.id == me.id && p.turn + 1 == me.turn);
+                let follows = matches!(self.prev, Some(Some(p)) if p.id == me.id && p.turn.checked_add(1) == Some(me.turn));
                 if !follows {
                     return Err(format!(
                         "a `think` row (session {}, turn {}) must come right after turn {} of its session",

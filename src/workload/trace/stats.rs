@@ -224,7 +224,7 @@ impl TraceStats {
             if s.turn > 0 {
                 self.multi_turn.insert(s.id);
             }
-            self.max_turn = self.max_turn.max(s.turn + 1);
+            self.max_turn = self.max_turn.max(s.turn.saturating_add(1));
         }
         let b = self.block_size;
         let (full, partial) = block_hashes_and_partial(row.segments.iter().copied(), b);
