@@ -118,7 +118,7 @@ fn named(message: &str) -> Option<String> {
 /// If `offset` is at a table header (`[router]`), the offset of `name` as a key (`name =`) or as a quoted
 /// value (`= "name"`) within that table.
 fn find_in_table(text: &str, offset: usize, name: &str) -> Option<usize> {
-    let line_start = text[..offset.min(text.len())]
+    let line_start = text[..boundary(text, offset)]
         .rfind('\n')
         .map_or(0, |i| i + 1);
     if !text[line_start..].trim_start().starts_with('[') {
@@ -237,18 +237,30 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// The key whose value starts at byte `offset`, if the text there reads `key = value`.
 fn key_before(text: &str, offset: usize) -> Option<&str> {
-    let before = text[..offset.min(text.len())].trim_end();
+    let before = text[..boundary(text, offset)].trim_end();
     let before = before.strip_suffix('=')?.trim_end();
+    // After the last character that cannot be part of a key (which may be several bytes long).
     let start = before
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'))
-        .map_or(0, |i| i + 1);
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
     let key = &before[start..];
     (!key.is_empty()).then_some(key)
 }
 
+/// `offset` clamped to `text` and moved back to the start of the character it falls in.
+fn boundary(text: &str, offset: usize) -> usize {
+    let mut o = offset.min(text.len());
+    while !text.is_char_boundary(o) {
+        o -= 1;
+    }
+    o
+}
+
 /// 1-based line and column of byte `offset` in `text`.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
+    let before = &text[..boundary(text, offset)];
     let line = before.matches('\n').count() + 1;
     let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
     (line, col)
@@ -305,5 +317,17 @@ mod tests {
         assert_eq!(line_col(text, at), (4, 10));
         // Not at a header: left alone.
         assert_eq!(find_in_table(text, 0, "a"), None);
+    }
+
+    /// Found by the fuzzer: a multi-byte character just before a key (`\u{fffd}` from invalid UTF-8)
+    /// made the key's start fall inside it.
+    #[test]
+    fn a_key_after_a_multibyte_character_is_found() {
+        let text = "x = { a = 1,\u{fffd}sigma = 2 }";
+        let at = text.find("2 }").unwrap();
+        assert_eq!(key_before(text, at), Some("sigma"));
+        // Column counts bytes; an offset inside the character is moved to its start.
+        let inside = text.find('\u{fffd}').unwrap() + 1;
+        assert_eq!(line_col(text, inside), (1, 13));
     }
 }

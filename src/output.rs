@@ -135,7 +135,8 @@ impl AtomicFile {
             name.to_string_lossy(),
             std::process::id()
         ));
-        let file = File::create(&tmp).map_err(io("create", &tmp))?;
+        // Named by its destination: the temporary name means nothing to the user.
+        let file = File::create(&tmp).map_err(io("write", dest))?;
         Ok(AtomicFile {
             dest: dest.to_path_buf(),
             tmp,

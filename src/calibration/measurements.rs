@@ -48,6 +48,13 @@ pub const SLOWEST_PLAUSIBLE_EXTRA_MS: f64 = 1000.0;
 /// describe one configuration's steps.
 pub const MAX_MEDIAN_FIT_ERROR: f64 = 0.25;
 
+/// Most sequences in one measured step: far above any engine's batch limit (vLLM's `max_num_seqs` is at
+/// most a few thousand). The step's shape is built sequence by sequence, so an absurd batch would take
+/// minutes before it could be rejected.
+pub const MAX_BATCH: u64 = 65_536;
+/// Most tokens per sequence (`new_tokens`, `context_tokens`): the longest context of any model.
+pub const MAX_TOKENS: u64 = crate::workload::trace::text::MAX_REQUEST_TOKENS as u64;
+
 /// Observation id of a user's measurements (the fit does not depend on it).
 const SOURCE: &str = "measurements";
 
@@ -140,7 +147,15 @@ fn count(value: &str, column: &str, min: u64) -> Result<u64, String> {
     if value.is_empty() {
         return Err(format!("column `{column}`: missing value"));
     }
+    let max = if column == "batch" {
+        MAX_BATCH
+    } else {
+        MAX_TOKENS
+    };
     match value.parse::<u64>() {
+        Ok(v) if v > max => Err(format!(
+            "column `{column}`: {v} is more than any engine step holds (at most {max})"
+        )),
         Ok(v) if v >= min => Ok(v),
         Ok(v) => Err(format!(
             "column `{column}`: expected a whole number at least {min}, got {v}"
@@ -741,6 +756,14 @@ mod tests {
                 .contains("whole number")
         );
         assert!(count("", "batch", 1).unwrap_err().contains("missing value"));
+        // Found by the fuzzer: a batch of 2^32 built its step shape sequence by sequence for minutes.
+        assert!(
+            count("4294967296", "batch", 1)
+                .unwrap_err()
+                .contains("at most 65536")
+        );
+        assert_eq!(count("65536", "batch", 1), Ok(65_536));
+        assert!(count("10000001", "context_tokens", 0).is_err());
         assert_eq!(latency("6.5"), Ok(6.5));
         for bad in ["0", "-1", "inf", "NaN", "6,5", ""] {
             assert!(latency(bad).is_err(), "{bad}");

@@ -22,9 +22,9 @@ impl Lines {
     /// Opens `path` for reading.
     pub fn open(path: &Path) -> Result<Self, TraceError> {
         let name = path.display().to_string();
-        let file = File::open(path).map_err(|source| TraceError::Io {
+        let file = File::open(path).map_err(|e| TraceError::Io {
             path: name.clone(),
-            source,
+            error: e.into(),
         })?;
         Ok(Self::from_reader(name, BufReader::new(file)))
     }
@@ -51,9 +51,9 @@ impl Lines {
             let n = self
                 .reader
                 .read_until(b'\n', &mut self.buf)
-                .map_err(|source| TraceError::Io {
+                .map_err(|e| TraceError::Io {
                     path: self.path.clone(),
-                    source,
+                    error: e.into(),
                 })?;
             if n == 0 {
                 return Ok(None);
