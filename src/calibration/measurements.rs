@@ -348,7 +348,9 @@ impl Measurements {
             let most_ms = SLOWEST_PLAUSIBLE * least_ms + SLOWEST_PLAUSIBLE_EXTRA_MS;
             if row.latency_ms > most_ms {
                 return Err(fail(format!(
-                    "column `latency_ms`: {} ms is slower than any {} step of this shape can plausibly be                      ({most_ms:.0} ms is {SLOWEST_PLAUSIBLE}× the datasheet's least time plus                      {SLOWEST_PLAUSIBLE_EXTRA_MS} ms): check the unit (milliseconds) and the configuration ({key})",
+                    "column `latency_ms`: {} ms is slower than any {} step of this shape can plausibly be \
+                     ({most_ms:.0} ms is {SLOWEST_PLAUSIBLE}× the datasheet's least time plus \
+                     {SLOWEST_PLAUSIBLE_EXTRA_MS} ms): check the unit (milliseconds) and the configuration ({key})",
                     row.latency_ms,
                     key.gpu.as_str()
                 )));
@@ -615,7 +617,8 @@ impl MeasuredFit {
         Err(CalibrationError {
             location: self.file.clone(),
             message: format!(
-                "the fit misses its own rows by a median of {:.0}% (at most {:.0}% is accepted), so no                  profile was written; the rows it misses most: {}",
+                "the fit misses its own rows by a median of {:.0}% (at most {:.0}% is accepted), so no \
+                 profile was written; the rows it misses most: {}",
                 median * 100.0,
                 MAX_MEDIAN_FIT_ERROR * 100.0,
                 lines.join(", ")
@@ -734,6 +737,30 @@ mod tests {
                 .unwrap_err()
                 .starts_with("column `context_tokens`")
         );
+    }
+
+    #[test]
+    fn a_fit_that_misses_its_own_rows_is_refused() {
+        let key = ProfileKey {
+            gpu: crate::hardware::GpuId::H100,
+            model: crate::hardware::ModelId::Llama31_8b,
+            tp: 1,
+            precision: crate::hardware::Precision::Bf16,
+        };
+        let csv = include_bytes!("../../data/calibration/example/h100-llama-3.1-8b.csv");
+        let mut fit = Measurements::parse(csv, "example.csv", key).unwrap().fit();
+        // The README: the example fits with a median error of 2.8%.
+        assert!(fit.check().is_ok());
+        // Predictions twice the measurements are 100% off on every row, past the 25% accepted.
+        for p in &mut fit.points {
+            p.predicted_ms = 2.0 * p.row.latency_ms;
+        }
+        let e = fit.check().unwrap_err().to_string();
+        assert!(
+            e.contains("median of 100%") && e.contains("no profile was written"),
+            "{e}"
+        );
+        assert!(e.contains("line "), "{e}");
     }
 
     #[test]
