@@ -121,6 +121,17 @@ pub fn folder_name(label: &str) -> String {
 
 /// Runs every contender on the scenario (in parallel), in list order.
 pub fn run_all(scenario: &Scenario, contenders: &[Contender]) -> Result<Vec<RunOutput>, String> {
+    Ok(run_all_timed(scenario, contenders)?
+        .into_iter()
+        .map(|(o, _)| o)
+        .collect())
+}
+
+/// [`run_all`], with each run's own wall time in seconds (for its `run_info.json`).
+pub fn run_all_timed(
+    scenario: &Scenario,
+    contenders: &[Contender],
+) -> Result<Vec<(RunOutput, f64)>, String> {
     contenders
         .par_iter()
         .map(|c| {
@@ -128,7 +139,9 @@ pub fn run_all(scenario: &Scenario, contenders: &[Contender]) -> Result<Vec<RunO
             s.router = c.router.clone();
             s.validate()
                 .map_err(|(f, m)| format!("{}: {f}: {m}", c.label))?;
-            Ok(Simulation::from_scenario(&s)?.run(&mut |_| {}))
+            let started = std::time::Instant::now();
+            let out = Simulation::from_scenario(&s)?.try_run(&mut |_| {})?;
+            Ok((out, started.elapsed().as_secs_f64()))
         })
         .collect()
 }

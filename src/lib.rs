@@ -26,7 +26,9 @@
 //! - [`routing`]: the gateway's policies behind one small trait, over worker snapshots.
 //! - [`metrics`]: per-request records folded into counters and histograms; the summary is derived once.
 //! - [`scenario`]: the TOML scenario format, with errors that name file, line and field.
-//! - [`compare`]: the same arrivals through several policies in parallel; [`report`]: the exporters.
+//! - [`compare`]: the same arrivals through several policies in parallel; [`report`]: the exporters;
+//!   [`output`]: every file written goes through a temporary file and a rename, never over an input.
+//! - [`limits`]: what a scenario will cost in memory and time, checked before anything runs.
 //! - [`estimate`]: `fleetsim estimate`: one configuration's prefill, decode and latency numbers, from the same
 //!   simulation (a closed-loop [`workload::ClosedLoop`] of C clients).
 //!
@@ -41,7 +43,9 @@ pub mod estimate;
 pub mod faults;
 pub mod gateway;
 pub mod hardware;
+pub mod limits;
 pub mod metrics;
+pub mod output;
 pub mod report;
 pub mod request;
 pub mod rng;

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::engine::RunOutput;
 use crate::routing::router::DecisionRecord;
@@ -46,13 +46,9 @@ pub fn decisions_csv(decisions: &[DecisionRecord]) -> Result<Vec<u8>> {
     Ok(w.into_inner()?)
 }
 
-/// Writes `files` into `dir`, creating it.
+/// Writes `files` into `dir`, creating it: each through a temporary file renamed into place once all are
+/// written ([`crate::output::write_dir`]), so a failure leaves the previous results whole.
 pub fn write_files(dir: &Path, files: &[OutputFile]) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create results directory {}", dir.display()))?;
-    for (name, bytes) in files {
-        let p = dir.join(name);
-        std::fs::write(&p, bytes).with_context(|| format!("cannot write {}", p.display()))?;
-    }
+    crate::output::write_dir(dir, files, &[])?;
     Ok(())
 }

@@ -64,6 +64,9 @@ pub struct Scenario {
     pub metrics: MetricsSpec,
 }
 
+/// The largest fleet with faults: per-worker fault state is materialised.
+const MAX_FAULT_FLEET: usize = 1_000_000;
+
 /// Failure-domain labels of a worker group: one label or a list (e.g. `["rack-2", "node-b"]`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(transparent)]
@@ -266,10 +269,7 @@ impl Scenario {
             }
             toml::Value::Table(table)
                 .try_into()
-                .map_err(|e: toml::de::Error| ScenarioError {
-                    location: format!("{file} (after --set)"),
-                    message: e.message().to_string(),
-                })?
+                .map_err(|e: toml::de::Error| override_error(text, file, overrides, &e))?
         };
         scenario.workload.base_dir = Path::new(file)
             .parent()
@@ -312,13 +312,22 @@ impl Scenario {
             if !g.tp.0.is_power_of_two() || g.tp.0 > 8 {
                 return Err((at("tp"), format!("must be 1, 2, 4 or 8, got {}", g.tp.0)));
             }
+            crate::hardware::check_precision(g.gpu, g.precision)
+                .map_err(|m| (at("precision"), m))?;
             if g.gpu_memory_utilization.0 == 0.0 {
                 return Err((
                     at("gpu_memory_utilization"),
                     "must be greater than 0".into(),
                 ));
             }
-            let blocks = g.kv_blocks().map_err(|m| (at("model"), m))?;
+            let blocks = g.kv_blocks().map_err(|m| {
+                let field = if m.starts_with("block_size") {
+                    "block_size"
+                } else {
+                    "model"
+                };
+                (at(field), m)
+            })?;
             if blocks == 0 {
                 return Err((at("kv_blocks"), "no KV blocks fit".into()));
             }
@@ -327,6 +336,18 @@ impl Scenario {
         self.gateway
             .validate()
             .map_err(|(f, m)| (format!("gateway.{f}"), m))?;
+        if self.faults.is_empty() {
+            return self.validate_router();
+        }
+        if self.worker_count() > MAX_FAULT_FLEET {
+            return Err((
+                "faults".into(),
+                format!(
+                    "faults are simulated for fleets of at most {MAX_FAULT_FLEET} workers; this one has {}",
+                    self.worker_count()
+                ),
+            ));
+        }
         let fleet_domains = self.worker_domains();
         let restart = self.restart_times();
         let fleet = Fleet {
@@ -340,6 +361,11 @@ impl Scenario {
         }
         self.fault_plan_for(&fleet)
             .map_err(|(i, field, m)| (format!("faults[{i}].{field}"), m))?;
+        self.validate_router()
+    }
+
+    /// Checks that the router can compare caches across the fleet.
+    fn validate_router(&self) -> Result<(), (String, String)> {
         if self.router.policy.build().needs_cache_view() {
             let bs = self.workers[0].block_size;
             if self.workers.iter().any(|g| g.block_size != bs) {
@@ -379,6 +405,9 @@ impl Scenario {
 
     /// The faults of this scenario, expanded for a run.
     pub fn fault_plan(&self) -> Result<FaultPlan, String> {
+        if self.faults.is_empty() {
+            return Ok(FaultPlan::default());
+        }
         let domains = self.worker_domains();
         let restart = self.restart_times();
         let fleet = Fleet {
@@ -401,10 +430,54 @@ impl Scenario {
     }
 }
 
+/// The error of a scenario that no longer deserializes after `--set`: blamed on the first override after
+/// which it fails (applied one by one), whose key the message repeats.
+fn override_error(
+    text: &str,
+    file: &str,
+    overrides: &[String],
+    e: &toml::de::Error,
+) -> ScenarioError {
+    let culprit = toml::from_str::<toml::Table>(text)
+        .ok()
+        .and_then(|mut table| {
+            overrides.iter().find(|o| {
+                apply_override(&mut table, o).is_ok()
+                    && toml::Value::Table(table.clone())
+                        .try_into::<Scenario>()
+                        .is_err()
+            })
+        });
+    let message = crate::config::humanize(e.message().trim());
+    match culprit {
+        Some(o) => {
+            let key = o.split_once('=').map_or(o.as_str(), |(k, _)| k.trim());
+            ScenarioError {
+                location: format!("{file} (--set {o})"),
+                message: if message.contains(&format!("`{key}`")) {
+                    message
+                } else {
+                    format!("`{key}`: {message}")
+                },
+            }
+        }
+        None => ScenarioError {
+            location: format!("{file} (after --set)"),
+            message,
+        },
+    }
+}
+
 /// Turns a TOML error into `file:line:column: message`.
 fn toml_error(text: &str, file: &str, e: &toml::de::Error) -> ScenarioError {
     let (location, message) = toml_error_parts(text, file, e);
     ScenarioError { location, message }
+}
+
+/// The 1-based line of the key at field path `path` (`workload.rate`, `workers[1].count`) in scenario
+/// text, best effort; for messages about a scenario that parsed.
+pub fn line_of(text: &str, path: &str) -> Option<usize> {
+    find_line(text, path)
 }
 
 /// Best-effort line of a field path such as `workers[1].tp` or `workload.cv` in the original text.

@@ -44,6 +44,9 @@ impl SimTime {
 impl SimDuration {
     /// No time at all.
     pub const ZERO: SimDuration = SimDuration(0);
+    /// The longest span [`SimDuration::parse`] accepts: ten years of 365 days, far from where sums of
+    /// spans could overflow.
+    pub const MAX_PARSED: SimDuration = SimDuration(10 * 365 * 86_400 * NANOS_PER_SEC);
 
     /// A span of whole seconds.
     pub const fn from_secs(s: u64) -> Self {
@@ -98,6 +101,12 @@ impl SimDuration {
         if !secs.is_finite() || secs < 0.0 {
             return Err(format!(
                 "invalid duration `{text}`: must be zero or positive"
+            ));
+        }
+        if secs > SimDuration::MAX_PARSED.as_secs_f64() {
+            return Err(format!(
+                "invalid duration `{text}`: longer than 10 years, the longest span fleetsim accepts \
+                 (simulated time counts nanoseconds in 64 bits, which end after 584 years)"
             ));
         }
         Ok(SimDuration::from_secs_f64(secs))
@@ -167,7 +176,9 @@ impl<'de> Deserialize<'de> for SimDuration {
         }
         match Raw::deserialize(d)? {
             Raw::Text(s) => SimDuration::parse(&s).map_err(serde::de::Error::custom),
-            Raw::Secs(s) if s.is_finite() && s >= 0.0 => Ok(SimDuration::from_secs_f64(s)),
+            Raw::Secs(s) if s.is_finite() && s >= 0.0 => {
+                SimDuration::parse(&format!("{s}s")).map_err(serde::de::Error::custom)
+            }
             Raw::Secs(s) => Err(serde::de::Error::custom(format!(
                 "invalid duration {s}: must be zero or positive"
             ))),
@@ -212,6 +223,12 @@ mod tests {
         assert!(SimDuration::parse("-1s").is_err());
         assert!(SimDuration::parse("5 parsecs").is_err());
         assert!(SimDuration::parse("ms").is_err());
+        // 1e9 hours would be 114,000 years, past the 584 years that u64 nanoseconds hold.
+        let e = SimDuration::parse("1000000000h").unwrap_err();
+        assert!(e.contains("10 years"), "{e}");
+        // Ten years of 365 days is 87,600 hours: the last accepted.
+        assert!(SimDuration::parse("87600h").is_ok());
+        assert!(SimDuration::parse("87601h").is_err());
     }
 
     #[test]

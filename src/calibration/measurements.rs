@@ -37,6 +37,24 @@ pub const MIN_DECODE_ROWS: usize = 3;
 /// Not 1: the model's FLOP and byte counts are close to, not exactly, what the kernels do.
 pub const FASTEST_PLAUSIBLE: f64 = 0.9;
 
+/// A measurement is rejected when it is slower than this many times the datasheet's least time for its
+/// step plus [`SLOWEST_PLAUSIBLE_EXTRA_MS`]: real vLLM steps stay within a few times that bound (the
+/// bundled data: within 6×), so a row beyond it is a wrong unit or a stalled run, and one such row drags
+/// the whole fit.
+pub const SLOWEST_PLAUSIBLE: f64 = 100.0;
+/// The fixed allowance added to [`SLOWEST_PLAUSIBLE`]'s multiple (host overheads of a tiny step), ms.
+pub const SLOWEST_PLAUSIBLE_EXTRA_MS: f64 = 1000.0;
+/// A fit whose median |relative error| over its own rows exceeds this is refused: the rows do not
+/// describe one configuration's steps.
+pub const MAX_MEDIAN_FIT_ERROR: f64 = 0.25;
+
+/// Most sequences in one measured step: far above any engine's batch limit (vLLM's `max_num_seqs` is at
+/// most a few thousand). The step's shape is built sequence by sequence, so an absurd batch would take
+/// minutes before it could be rejected.
+pub const MAX_BATCH: u64 = 65_536;
+/// Most tokens per sequence (`new_tokens`, `context_tokens`): the longest context of any model.
+pub const MAX_TOKENS: u64 = crate::workload::trace::text::MAX_REQUEST_TOKENS as u64;
+
 /// Observation id of a user's measurements (the fit does not depend on it).
 const SOURCE: &str = "measurements";
 
@@ -129,7 +147,15 @@ fn count(value: &str, column: &str, min: u64) -> Result<u64, String> {
     if value.is_empty() {
         return Err(format!("column `{column}`: missing value"));
     }
+    let max = if column == "batch" {
+        MAX_BATCH
+    } else {
+        MAX_TOKENS
+    };
     match value.parse::<u64>() {
+        Ok(v) if v > max => Err(format!(
+            "column `{column}`: {v} is more than any engine step holds (at most {max})"
+        )),
         Ok(v) if v >= min => Ok(v),
         Ok(v) => Err(format!(
             "column `{column}`: expected a whole number at least {min}, got {v}"
@@ -315,6 +341,16 @@ impl Measurements {
                     "column `latency_ms`: {} ms is faster than {} allows for this step ({least_ms:.3} ms at \
                      100% of its peak FLOP/s and memory bandwidth): check the unit (milliseconds), the \
                      configuration ({key}) and that no prefix-cache hit shortened the step",
+                    row.latency_ms,
+                    key.gpu.as_str()
+                )));
+            }
+            let most_ms = SLOWEST_PLAUSIBLE * least_ms + SLOWEST_PLAUSIBLE_EXTRA_MS;
+            if row.latency_ms > most_ms {
+                return Err(fail(format!(
+                    "column `latency_ms`: {} ms is slower than any {} step of this shape can plausibly be \
+                     ({most_ms:.0} ms is {SLOWEST_PLAUSIBLE}× the datasheet's least time plus \
+                     {SLOWEST_PLAUSIBLE_EXTRA_MS} ms): check the unit (milliseconds) and the configuration ({key})",
                     row.latency_ms,
                     key.gpu.as_str()
                 )));
@@ -558,6 +594,38 @@ impl MeasuredFit {
         median_and_max(&e)
     }
 
+    /// Refuses a fit whose median |error| exceeds [`MAX_MEDIAN_FIT_ERROR`], naming the rows it misses most
+    /// (the file's lines), since a profile that cannot reproduce its own measurements would mislead every
+    /// run that names it.
+    pub fn check(&self) -> Result<(), CalibrationError> {
+        let (median, _) = self.errors();
+        if median <= MAX_MEDIAN_FIT_ERROR {
+            return Ok(());
+        }
+        let mut worst: Vec<&MeasuredPoint> = self.points.iter().collect();
+        worst.sort_by(|a, b| b.error().abs().total_cmp(&a.error().abs()));
+        let lines: Vec<String> = worst
+            .iter()
+            .take(3)
+            .map(|p| {
+                format!(
+                    "line {} ({} ms measured, {:.3} ms fitted)",
+                    p.row.line, p.row.latency_ms, p.predicted_ms
+                )
+            })
+            .collect();
+        Err(CalibrationError {
+            location: self.file.clone(),
+            message: format!(
+                "the fit misses its own rows by a median of {:.0}% (at most {:.0}% is accepted), so no \
+                 profile was written; the rows it misses most: {}",
+                median * 100.0,
+                MAX_MEDIAN_FIT_ERROR * 100.0,
+                lines.join(", ")
+            ),
+        })
+    }
+
     /// The profile file: a header naming its origin, then the profile in the layout of `profiles/*.toml`.
     pub fn profile_file(&self) -> String {
         format!(
@@ -672,6 +740,30 @@ mod tests {
     }
 
     #[test]
+    fn a_fit_that_misses_its_own_rows_is_refused() {
+        let key = ProfileKey {
+            gpu: crate::hardware::GpuId::H100,
+            model: crate::hardware::ModelId::Llama31_8b,
+            tp: 1,
+            precision: crate::hardware::Precision::Bf16,
+        };
+        let csv = include_bytes!("../../data/calibration/example/h100-llama-3.1-8b.csv");
+        let mut fit = Measurements::parse(csv, "example.csv", key).unwrap().fit();
+        // The README: the example fits with a median error of 2.8%.
+        assert!(fit.check().is_ok());
+        // Predictions twice the measurements are 100% off on every row, past the 25% accepted.
+        for p in &mut fit.points {
+            p.predicted_ms = 2.0 * p.row.latency_ms;
+        }
+        let e = fit.check().unwrap_err().to_string();
+        assert!(
+            e.contains("median of 100%") && e.contains("no profile was written"),
+            "{e}"
+        );
+        assert!(e.contains("line "), "{e}");
+    }
+
+    #[test]
     fn counts_and_latencies_say_what_is_wrong() {
         assert_eq!(count("12", "batch", 1), Ok(12));
         assert_eq!(count("0", "context_tokens", 0), Ok(0));
@@ -691,6 +783,14 @@ mod tests {
                 .contains("whole number")
         );
         assert!(count("", "batch", 1).unwrap_err().contains("missing value"));
+        // Found by the fuzzer: a batch of 2^32 built its step shape sequence by sequence for minutes.
+        assert!(
+            count("4294967296", "batch", 1)
+                .unwrap_err()
+                .contains("at most 65536")
+        );
+        assert_eq!(count("65536", "batch", 1), Ok(65_536));
+        assert!(count("10000001", "context_tokens", 0).is_err());
         assert_eq!(latency("6.5"), Ok(6.5));
         for bad in ["0", "-1", "inf", "NaN", "6,5", ""] {
             assert!(latency(bad).is_err(), "{bad}");

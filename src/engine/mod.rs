@@ -377,6 +377,21 @@ impl Simulation {
             *snap = worker.snapshot();
             snap.up = self.gateway.routable(w);
         }
+        // A request no worker could ever hold is turned away before its blocks are hashed: that costs
+        // time and memory in proportion to its length, which is unbounded in a trace.
+        if !self
+            .workers
+            .iter()
+            .any(|w| w.can_ever_fit(seq.request.prompt_tokens, seq.request.output_tokens))
+        {
+            self.finish_seq(
+                seq,
+                None,
+                Outcome::Rejected,
+                Some("longer than every worker's KV capacity"),
+            );
+            return;
+        }
         // Content identity at the engines' block size (uniform when the router compares caches).
         let block_size = self.workers[0].params.block_size;
         let hashes = seq.request.block_hashes(block_size);

@@ -1,5 +1,7 @@
 //! Folds finished requests into counters and latency histograms.
 
+use std::collections::BTreeMap;
+
 use hdrhistogram::Histogram;
 
 use super::record::{Outcome, Recompute, RequestRecord};
@@ -7,11 +9,13 @@ use super::timeseries::{FaultMark, MetricsSpec, TimeSeries};
 use crate::scenario::Slo;
 use crate::time::SimTime;
 
-/// A latency distribution in nanoseconds: exact count, mean and max; percentiles to 3 significant digits.
+/// A latency distribution in nanoseconds: exact count, mean, minimum and maximum; percentiles to 3
+/// significant digits, always within `[min, max]`.
 #[derive(Debug, Clone)]
 pub struct Latency {
     hist: Histogram<u64>,
     sum: u128,
+    min: u64,
     max: u64,
 }
 
@@ -22,6 +26,7 @@ impl Default for Latency {
             hist: Histogram::new_with_bounds(1, 1_000_000_000_000_000, 3)
                 .expect("valid histogram bounds"),
             sum: 0,
+            min: u64::MAX,
             max: 0,
         }
     }
@@ -32,6 +37,7 @@ impl Latency {
     pub fn record(&mut self, ns: u64) {
         self.hist.saturating_record(ns);
         self.sum += u128::from(ns);
+        self.min = self.min.min(ns);
         self.max = self.max.max(ns);
     }
 
@@ -49,7 +55,8 @@ impl Latency {
         }
     }
 
-    /// Value at quantile `q` in [0, 1], ns (the bucket's midpoint; 0 when empty).
+    /// Value at quantile `q` in [0, 1], ns: the bucket's midpoint clamped to the observed minimum and
+    /// maximum (a bucket can reach past both); 0 when empty.
     pub fn quantile(&self, q: f64) -> f64 {
         if self.count() == 0 {
             return 0.0;
@@ -57,7 +64,13 @@ impl Latency {
         if q >= 1.0 {
             return self.max as f64;
         }
-        self.hist.median_equivalent(self.hist.value_at_quantile(q)) as f64
+        let mid = self.hist.median_equivalent(self.hist.value_at_quantile(q));
+        mid.clamp(self.min, self.max) as f64
+    }
+
+    /// Exact minimum, ns (0 when empty).
+    pub fn min(&self) -> u64 {
+        if self.count() == 0 { 0 } else { self.min }
     }
 
     /// Exact maximum, ns.
@@ -75,6 +88,10 @@ pub struct Collector {
     pub failed: u64,
     pub rejected: u64,
     pub retried: u64,
+    /// Rejected requests by the reason given (`"no worker up"`, ...).
+    pub rejected_by_reason: BTreeMap<&'static str, u64>,
+    /// Failed requests by the reason given.
+    pub failed_by_reason: BTreeMap<&'static str, u64>,
     pub ttft: Latency,
     pub tpot: Latency,
     pub e2e: Latency,
@@ -116,6 +133,8 @@ impl Collector {
             failed: 0,
             rejected: 0,
             retried: 0,
+            rejected_by_reason: BTreeMap::new(),
+            failed_by_reason: BTreeMap::new(),
             ttft: Latency::default(),
             tpot: Latency::default(),
             e2e: Latency::default(),
@@ -177,8 +196,20 @@ impl Collector {
             self.sessions_started += u64::from(r.turn == Some(0));
         }
         match r.outcome {
-            Outcome::Failed => self.failed += 1,
-            Outcome::Rejected => self.rejected += 1,
+            Outcome::Failed => {
+                self.failed += 1;
+                *self
+                    .failed_by_reason
+                    .entry(r.reason.unwrap_or("unspecified"))
+                    .or_default() += 1;
+            }
+            Outcome::Rejected => {
+                self.rejected += 1;
+                *self
+                    .rejected_by_reason
+                    .entry(r.reason.unwrap_or("unspecified"))
+                    .or_default() += 1;
+            }
             Outcome::Completed => {
                 self.completed += 1;
                 let first = r
@@ -229,5 +260,39 @@ mod tests {
         let p95 = l.quantile(0.95);
         assert!((p95 / 95_000_000.0 - 1.0).abs() < 1e-3, "{p95}");
         assert_eq!(l.quantile(1.0), 100_000_000.0);
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever is recorded, every percentile lies between the smallest and largest observation
+        /// (a histogram bucket's midpoint can lie outside them; it must be clamped).
+        #[test]
+        fn percentiles_stay_within_the_observed_range(
+            values in prop::collection::vec(1u64..2_000_000_000_000, 1..200),
+            q in 0.0f64..=1.0,
+        ) {
+            let mut l = Latency::default();
+            for &v in &values {
+                l.record(v);
+            }
+            let lo = *values.iter().min().unwrap() as f64;
+            let hi = *values.iter().max().unwrap() as f64;
+            for p in [q, 0.5, 0.9, 0.95, 0.99] {
+                let x = l.quantile(p);
+                prop_assert!(lo <= x && x <= hi, "q {p}: {x} outside [{lo}, {hi}]");
+            }
+            prop_assert_eq!(l.min() as f64, lo);
+        }
+    }
+
+    #[test]
+    fn a_single_observation_is_every_percentile() {
+        // 1,000,001 ns falls in a bucket whose midpoint is above it: without clamping p50 > max.
+        let mut l = Latency::default();
+        l.record(1_000_001);
+        for q in [0.0, 0.5, 0.99, 1.0] {
+            assert_eq!(l.quantile(q), 1_000_001.0);
+        }
     }
 }

@@ -3,7 +3,9 @@
 //! Nothing here depends on the machine or the wall clock, so the same scenario and seed give the same
 //! bytes. Floats are rounded (latencies to the nanosecond, ratios to 1e-6) so that the text is stable.
 
-use serde::Serialize;
+use std::collections::BTreeMap;
+
+use serde::{Serialize, Serializer};
 
 use super::collector::{Collector, Latency};
 use super::record::RecomputeCause;
@@ -67,10 +69,15 @@ pub struct Requests {
     pub timed_out: u64,
     /// Requests migrated off a failed worker (continued elsewhere).
     pub migrated: u64,
+    /// Rejected requests by reason (keys sorted).
+    pub rejected_by_reason: BTreeMap<String, u64>,
+    /// Failed requests by reason (keys sorted).
+    pub failed_by_reason: BTreeMap<String, u64>,
 }
 
-/// A latency distribution in milliseconds.
-#[derive(Debug, Clone, Serialize)]
+/// A latency distribution in milliseconds. With `count` 0 the other fields are 0 in Rust and `null` in
+/// `summary.json`, and print as "–": statistics of nothing are not zero.
+#[derive(Debug, Clone)]
 pub struct Dist {
     pub count: u64,
     pub mean: f64,
@@ -81,7 +88,32 @@ pub struct Dist {
     pub max: f64,
 }
 
+impl Serialize for Dist {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let value = |v: f64| (self.count > 0).then_some(v);
+        let mut st = s.serialize_struct("Dist", 7)?;
+        st.serialize_field("count", &self.count)?;
+        st.serialize_field("mean", &value(self.mean))?;
+        st.serialize_field("p50", &value(self.p50))?;
+        st.serialize_field("p90", &value(self.p90))?;
+        st.serialize_field("p95", &value(self.p95))?;
+        st.serialize_field("p99", &value(self.p99))?;
+        st.serialize_field("max", &value(self.max))?;
+        st.end()
+    }
+}
+
 impl Dist {
+    /// `v` with two decimals, or "–" for a distribution of nothing.
+    fn cell(&self, v: f64) -> String {
+        if self.count == 0 {
+            "–".to_string()
+        } else {
+            format!("{v:.2}")
+        }
+    }
+
     fn of(l: &Latency) -> Self {
         let ms = |ns: f64| round(ns / 1e6, 6);
         Dist {
@@ -182,6 +214,10 @@ pub fn round(x: f64, digits: i32) -> f64 {
     (x * f).round() / f
 }
 
+fn by_reason(m: &BTreeMap<&'static str, u64>) -> BTreeMap<String, u64> {
+    m.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
 fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { round(a / b, 6) } else { 0.0 }
 }
@@ -213,6 +249,8 @@ impl Summary {
                 retried: c.retried,
                 timed_out: c.timed_out,
                 migrated: c.migrated,
+                rejected_by_reason: by_reason(&c.rejected_by_reason),
+                failed_by_reason: by_reason(&c.failed_by_reason),
             },
             ttft_ms: Dist::of(&c.ttft),
             tpot_ms: Dist::of(&c.tpot),
@@ -291,6 +329,15 @@ impl Summary {
             self.sim.simulated_s,
             self.sim.events
         );
+        for (what, reasons) in [
+            ("Rejected", &r.rejected_by_reason),
+            ("Failed", &r.failed_by_reason),
+        ] {
+            if !reasons.is_empty() {
+                let list: Vec<String> = reasons.iter().map(|(k, v)| format!("{v} {k}")).collect();
+                let _ = writeln!(o, "{what}: {}.\n", list.join(", "));
+            }
+        }
         let _ = writeln!(o, "| latency (ms) | mean | p50 | p90 | p95 | p99 | max |");
         let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|");
         for (name, d) in [
@@ -301,8 +348,13 @@ impl Summary {
         ] {
             let _ = writeln!(
                 o,
-                "| {name} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
-                d.mean, d.p50, d.p90, d.p95, d.p99, d.max
+                "| {name} | {} | {} | {} | {} | {} | {} |",
+                d.cell(d.mean),
+                d.cell(d.p50),
+                d.cell(d.p90),
+                d.cell(d.p95),
+                d.cell(d.p99),
+                d.cell(d.max)
             );
         }
         let t = &self.throughput;

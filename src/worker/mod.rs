@@ -74,6 +74,15 @@ pub fn kv_capacity_blocks(perf: &PerfModel, params: &EngineParams) -> Result<u32
         - perf.weight_bytes_per_gpu()
         - activation_reserve_bytes(perf, params);
     let block_bytes = perf.kv_bytes_per_token_per_gpu() * f64::from(params.block_size);
+    if budget > 0.0 && budget < block_bytes {
+        return Err(format!(
+            "block_size = {} tokens: one block needs {:.1} GiB per GPU, more than the {:.1} GiB left for \
+             the KV cache after the weights",
+            params.block_size,
+            block_bytes / (1u64 << 30) as f64,
+            budget / (1u64 << 30) as f64
+        ));
+    }
     if budget < block_bytes {
         return Err(format!(
             "{} at tp={} in {} does not fit on {} with gpu_memory_utilization={}: weights need {:.1} GiB per GPU",
@@ -183,7 +192,10 @@ impl Worker {
 
     /// Whether a request needing `prompt + output` tokens can ever fit in this worker's KV memory.
     pub fn can_ever_fit(&self, prompt: u32, output: u32) -> bool {
-        (prompt + output - 1).div_ceil(self.params.block_size) <= self.pool.total()
+        (u64::from(prompt) + u64::from(output))
+            .saturating_sub(1)
+            .div_ceil(u64::from(self.params.block_size))
+            <= u64::from(self.pool.total())
     }
 
     /// Sequences waiting or running.

@@ -559,7 +559,7 @@ think_time = { dist = "fixed", value = "5s" }
             "{e}"
         );
         let e = err(&format!("{SESSIONS}mode = \"sideways\"\n"));
-        assert!(e.contains("unknown variant `sideways`"), "{e}");
+        assert!(e.contains("unknown name `sideways`"), "{e}");
     }
 
     #[test]

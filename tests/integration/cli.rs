@@ -89,20 +89,16 @@ fn malformed_scenarios_give_one_clear_line() {
         ("count = 4", "count = 0", "`count`"),
         ("rate = 40.0", "rate = -40.0", "`rate`"),
         ("seed = 42", "seed = 42\nspeed = 9", "unknown field `speed`"),
-        (
-            "gpu = \"h100\"",
-            "gpu = \"h100x\"",
-            "unknown variant `h100x`",
-        ),
+        ("gpu = \"h100\"", "gpu = \"h100x\"", "unknown name `h100x`"),
         (
             "model = \"llama-3.1-8b\"",
             "model = \"llama-9\"",
-            "unknown variant `llama-9`",
+            "unknown name `llama-9`",
         ),
         (
             "policy = \"least_outstanding\"",
             "policy = \"telepathy\"",
-            "unknown variant `telepathy`",
+            "unknown name `telepathy`",
         ),
         (
             "duration = \"5m\"",
@@ -197,7 +193,7 @@ fn estimate_errors_are_one_clear_line() {
     for (args, expect) in [
         (
             vec!["--gpu", "h900", "--model", "llama-3.1-8b"],
-            "unknown variant `h900`",
+            "unknown name `h900`",
         ),
         (
             vec!["--gpu", "h100", "--model", "llama-3.1-70b"],

@@ -1,5 +1,6 @@
 //! fleetsim's integration tests: one binary, one module per concern.
 
+mod bad_inputs;
 mod calibrate_user;
 mod calibration;
 mod cli;
@@ -12,6 +13,7 @@ mod invariants;
 mod prefix_cache;
 mod profiles;
 mod queueing;
+mod readme;
 mod routing;
 mod sessions;
 mod traces;

@@ -48,13 +48,10 @@ pub const SESSION_MEMORY: SimDuration = SimDuration::from_secs(2 * 3600);
 /// A trace that cannot be read: which file, which line, what is wrong.
 #[derive(Debug, Error)]
 pub enum TraceError {
-    /// The file cannot be opened or read.
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file cannot be opened or read. (The I/O error is in the message, not a `#[source]`: an error
+    /// chain would print it twice.)
+    #[error("{path}: cannot read: {error}")]
+    Io { path: String, error: IoMessage },
     /// One line is malformed.
     #[error("{path}:{line}: {message}")]
     Line {
@@ -65,6 +62,22 @@ pub enum TraceError {
     /// The trace as a whole cannot be used as asked (a bad header, an option that does not apply).
     #[error("{path}: {message}")]
     File { path: String, message: String },
+}
+
+/// An I/O error kept for its message only (see [`TraceError::Io`]).
+#[derive(Debug)]
+pub struct IoMessage(pub std::io::Error);
+
+impl std::fmt::Display for IoMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<std::io::Error> for IoMessage {
+    fn from(e: std::io::Error) -> Self {
+        IoMessage(e)
+    }
 }
 
 /// When a row's request arrives.

@@ -77,6 +77,9 @@ pub struct NativeParser {
     last_arrival: Option<SimTime>,
     ids_given: Option<bool>,
     next_index: u64,
+    /// Ids given so far (8 bytes and a hash slot per row): a repeated id would make two requests share
+    /// one answer's content, and so KV blocks they never shared.
+    seen_ids: rustc_hash::FxHashSet<u64>,
 }
 
 impl NativeParser {
@@ -88,6 +91,7 @@ impl NativeParser {
             last_arrival: None,
             ids_given: None,
             next_index: 0,
+            seen_ids: Default::default(),
         }
     }
 
@@ -134,8 +138,7 @@ impl NativeParser {
                         "a `think` row is a closed-loop turn and needs `session` and `turn`".into(),
                     );
                 };
-                let follows =
-                    matches!(self.prev, Some(Some(p)) if p.id == me.id && p.turn + 1 == me.turn);
+                let follows = matches!(self.prev, Some(Some(p)) if p.id == me.id && p.turn.checked_add(1) == Some(me.turn));
                 if !follows {
                     return Err(format!(
                         "a `think` row (session {}, turn {}) must come right after turn {} of its session",
@@ -155,6 +158,11 @@ impl NativeParser {
             });
         }
         let id = f.id.unwrap_or(self.next_index);
+        if given && self.seen_ids.contains(&id) {
+            return Err(format!(
+                "`id` {id} is used by an earlier row: request ids must be unique"
+            ));
+        }
         let segments = match f.segments {
             Some(list) => {
                 let segs = list
@@ -179,6 +187,9 @@ impl NativeParser {
         }
         self.prev = Some(session);
         self.ids_given = Some(given);
+        if given {
+            self.seen_ids.insert(id);
+        }
         self.next_index += 1;
         Ok(TraceRow {
             line,
@@ -480,6 +491,17 @@ mod tests {
             let e = jsonl(&[open, second]).unwrap_err();
             assert!(e.contains(want), "{second}: {e}");
         }
+    }
+
+    #[test]
+    fn a_repeated_id_is_an_error() {
+        let e = jsonl(&[
+            r#"{"id":7,"arrival":1,"input":5,"output":1}"#,
+            r#"{"id":8,"arrival":2,"input":5,"output":1}"#,
+            r#"{"id":7,"arrival":3,"input":5,"output":1}"#,
+        ])
+        .unwrap_err();
+        assert!(e.contains("`id` 7 is used by an earlier row"), "{e}");
     }
 
     #[test]

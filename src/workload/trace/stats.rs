@@ -165,7 +165,8 @@ pub struct CacheStats {
     pub block_size: u32,
     /// Prompt blocks, the last partial block of each prompt included.
     pub blocks: u64,
-    /// Distinct blocks an infinite cache ends up holding (prompts and answers).
+    /// Distinct blocks an infinite cache ends up holding: prompts' and answers' (answers are cached too, so
+    /// this can exceed `blocks`, which counts prompt blocks only).
     pub distinct_blocks: u64,
     /// Hit blocks / prompt blocks.
     pub hit_rate_blocks: f64,
@@ -223,7 +224,7 @@ impl TraceStats {
             if s.turn > 0 {
                 self.multi_turn.insert(s.id);
             }
-            self.max_turn = self.max_turn.max(s.turn + 1);
+            self.max_turn = self.max_turn.max(s.turn.saturating_add(1));
         }
         let b = self.block_size;
         let (full, partial) = block_hashes_and_partial(row.segments.iter().copied(), b);
@@ -352,7 +353,7 @@ impl StatsReport {
         let c = &self.prefix_cache;
         let _ = writeln!(
             o,
-            "prefix cache        infinite cache, {}-token blocks: {:.1}% of blocks, {:.1}% of tokens ({} prompt blocks; {} distinct blocks cached)",
+            "prefix cache        infinite cache, {}-token blocks: {:.1}% of blocks, {:.1}% of tokens ({} prompt blocks; the cache ends up holding {} distinct blocks of prompts and answers)",
             c.block_size,
             c.hit_rate_blocks * 100.0,
             c.hit_rate_tokens * 100.0,

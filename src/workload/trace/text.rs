@@ -22,9 +22,9 @@ impl Lines {
     /// Opens `path` for reading.
     pub fn open(path: &Path) -> Result<Self, TraceError> {
         let name = path.display().to_string();
-        let file = File::open(path).map_err(|source| TraceError::Io {
+        let file = File::open(path).map_err(|e| TraceError::Io {
             path: name.clone(),
-            source,
+            error: e.into(),
         })?;
         Ok(Self::from_reader(name, BufReader::new(file)))
     }
@@ -51,9 +51,9 @@ impl Lines {
             let n = self
                 .reader
                 .read_until(b'\n', &mut self.buf)
-                .map_err(|source| TraceError::Io {
+                .map_err(|e| TraceError::Io {
                     path: self.path.clone(),
-                    source,
+                    error: e.into(),
                 })?;
             if n == 0 {
                 return Ok(None);
@@ -258,8 +258,18 @@ pub fn check_count(column: &str, value: i64, min: i64) -> Result<u32, String> {
             "`{column}` is {what}: expected at least {min} tokens, got {value}"
         ));
     }
-    u32::try_from(value).map_err(|_| format!("`{column}` is too large: {value} tokens"))
+    if value > i64::from(MAX_REQUEST_TOKENS) {
+        return Err(format!(
+            "`{column}` is too large: {value} tokens, more than the {MAX_REQUEST_TOKENS} any request may \
+             have (the longest context of any model is 10 million tokens)"
+        ));
+    }
+    Ok(value as u32)
 }
+
+/// Most tokens a trace row's prompt or answer may have. Hashing a request's blocks costs time and
+/// memory in proportion to its length, so an absurd count is refused where it is read.
+pub const MAX_REQUEST_TOKENS: u32 = 10_000_000;
 
 /// Parses a calendar timestamp `YYYY-MM-DD[ T]HH:MM:SS[.fraction][Z|±HH:MM]` (the Azure traces' format)
 /// into nanoseconds since 1970-01-01 UTC. A timestamp without an offset is taken as UTC.

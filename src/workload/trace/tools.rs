@@ -1,9 +1,10 @@
 //! What `fleetsim trace stats|convert|gen` do, as library functions the command line calls.
 
-use std::fs::File;
 use std::path::Path;
 
 use super::stats::{StatsReport, TraceStats};
+use crate::output::{AtomicFile, check_file};
+
 use super::{RowStream, TraceError, TraceFormat, TraceOptions, TraceRow, writer};
 
 /// The statistics of a whole trace, and the reader's notes (skipped lines).
@@ -29,21 +30,11 @@ pub struct Output<'a> {
     pub block_size: u32,
 }
 
-/// Writes `rows` to `out`; returns how many. On any error the partly written file is removed. `source`
-/// names where the rows came from, for messages about a row that the output format cannot hold.
+/// Writes `rows` to `out`; returns how many. The rows go to a temporary file beside `out.path`, renamed
+/// over it only when every row is written: on any error, or if the process dies, `out.path` keeps what it
+/// held before. `source` names where the rows came from, for messages about a row that the output format
+/// cannot hold.
 pub fn write_rows(
-    rows: impl Iterator<Item = Result<TraceRow, TraceError>>,
-    source: &str,
-    out: Output,
-) -> Result<u64, String> {
-    let result = write_inner(rows, source, out);
-    if result.is_err() {
-        let _ = std::fs::remove_file(out.path);
-    }
-    result
-}
-
-fn write_inner(
     rows: impl Iterator<Item = Result<TraceRow, TraceError>>,
     source: &str,
     out: Output,
@@ -52,8 +43,11 @@ fn write_inner(
         .path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
-    let file =
-        File::create(out.path).map_err(|e| format!("cannot create {}: {e}", out.path.display()))?;
+    let mut atomic = AtomicFile::create(out.path, &[]).map_err(|e| e.to_string())?;
+    let file = atomic
+        .file()
+        .try_clone()
+        .map_err(|e| format!("cannot write {}: {e}", out.path.display()))?;
     let mut w = writer(out.format, file, csv, out.block_size)?;
     let mut n = 0;
     for row in rows {
@@ -69,6 +63,8 @@ fn write_inner(
     }
     w.finish()
         .map_err(|e| format!("cannot write {}: {e}", out.path.display()))?;
+    drop(w);
+    atomic.commit().map_err(|e| e.to_string())?;
     Ok(n)
 }
 
@@ -78,9 +74,7 @@ pub fn convert(
     options: &TraceOptions,
     out: Output,
 ) -> Result<(u64, Vec<String>), String> {
-    if input == out.path {
-        return Err("the output file must not be the input file".into());
-    }
+    check_file(out.path, &[input]).map_err(|e| e.to_string())?;
     let mut rows = RowStream::open(input, options).map_err(|e| e.to_string())?;
     let source = input.display().to_string();
     let n = write_rows(rows.by_ref(), &source, out)?;

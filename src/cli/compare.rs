@@ -1,0 +1,92 @@
+//! `fleetsim compare`: the same arrivals through several routing policies, in parallel.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::compare;
+use crate::output;
+use crate::report;
+
+pub(super) fn compare(
+    path: &Path,
+    policies: Option<&str>,
+    vary: Option<&str>,
+    out: Option<&Path>,
+    set: &[String],
+    threads: Option<usize>,
+    force: bool,
+) -> Result<()> {
+    let scenario = super::load_checked(path, set, force)?;
+    let list = match policies {
+        Some(p) => p.to_string(),
+        None if vary.is_some() && scenario.policies.is_empty() => String::new(),
+        None if !scenario.policies.is_empty() => scenario
+            .policies
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(","),
+        None => anyhow::bail!(
+            "{}: give --policies, or [policies.NAME] tables in the scenario",
+            path.display()
+        ),
+    };
+    let mut contenders = if list.is_empty() {
+        // Only --vary: the scenario's own router, once per value.
+        vec![compare::Contender {
+            label: scenario.router.policy.name().to_string(),
+            router: scenario.router.clone(),
+            scenario: None,
+        }]
+    } else {
+        compare::resolve(&list, &scenario).map_err(anyhow::Error::msg)?
+    };
+    if let Some(vary) = vary {
+        let (key, values) = vary
+            .split_once('=')
+            .context("--vary takes KEY=V1,V2,... (e.g. gateway.session_state=client,worker)")?;
+        let mut variants = Vec::new();
+        for v in values.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+            let label = format!("{key}={v}");
+            let mut overrides = set.to_vec();
+            overrides.push(label.clone());
+            variants.push((label, super::load_checked(path, &overrides, force)?));
+        }
+        anyhow::ensure!(!variants.is_empty(), "--vary {vary}: no values given");
+        contenders = compare::cross(contenders, &variants);
+    }
+    if let Some(dir) = out {
+        output::prepare_dir(dir, &[path])?;
+    }
+    // More threads than runs would only idle.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.unwrap_or(cores).min(contenders.len()).max(1))
+        .build()
+        .context("cannot start worker threads")?;
+    let timed = pool
+        .install(|| compare::run_all_timed(&scenario, &contenders))
+        .map_err(anyhow::Error::msg)?;
+    let (outputs, walls): (Vec<_>, Vec<_>) = timed.into_iter().unzip();
+    let cmp = compare::Comparison::new(&scenario, &contenders, &outputs);
+    print!("{}", cmp.to_markdown());
+    if let Some(dir) = out {
+        for ((c, o), wall) in contenders.iter().zip(&outputs).zip(walls) {
+            report::write_files(
+                &dir.join(compare::folder_name(&c.label)),
+                &report::run_files(o, wall)?,
+            )?;
+        }
+        report::write_files(
+            dir,
+            &[
+                ("comparison.json".into(), cmp.to_json().into_bytes()),
+                ("comparison.md".into(), cmp.to_markdown().into_bytes()),
+                ("comparison.csv".into(), cmp.to_csv()),
+            ],
+        )?;
+        println!("\nresults written to {}", dir.display());
+    }
+    Ok(())
+}

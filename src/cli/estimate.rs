@@ -1,0 +1,44 @@
+//! `fleetsim estimate`: one configuration's step times, KV capacity, latencies and throughput.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::estimate;
+use crate::hardware::{GpuId, ModelId, Precision, Profile};
+
+/// The configuration and load given on the command line.
+pub(super) struct Args {
+    pub gpu: GpuId,
+    pub model: ModelId,
+    pub tp: u32,
+    pub precision: Precision,
+    pub prompt: u32,
+    pub output: u32,
+    pub concurrency: Option<u32>,
+    pub requests: Option<u32>,
+}
+
+/// Estimates `a`, with the step times of the profile file `profile` if given; prints JSON or a table.
+pub(super) fn estimate(a: Args, profile: Option<&Path>, json: bool) -> Result<()> {
+    crate::hardware::check_precision(a.gpu, a.precision).map_err(anyhow::Error::msg)?;
+    let profile = match profile {
+        Some(path) => Some((path.display().to_string(), Profile::load(path)?)),
+        None => None,
+    };
+    let e = estimate::estimate(&estimate::EstimateRequest {
+        gpu: a.gpu,
+        model: a.model,
+        tp: a.tp,
+        precision: a.precision,
+        prompt: a.prompt,
+        output: a.output,
+        concurrency: a.concurrency,
+        requests: a.requests,
+        profile,
+        max_num_seqs: None,
+    })
+    .map_err(anyhow::Error::msg)?;
+    print!("{}", if json { e.to_json() } else { e.to_markdown() });
+    Ok(())
+}

@@ -1,0 +1,433 @@
+//! The command line: `run`, `compare`, `validate`, `estimate`, `calibrate`, `catalog`, `trace gen|stats|convert`.
+//!
+//! This module holds the argument definitions and the dispatch; each command's code is in its own file.
+
+mod calibrate;
+mod catalog;
+mod compare;
+mod estimate;
+mod run;
+mod trace;
+mod validate;
+
+pub use catalog::catalog;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use crate::hardware::{GpuId, ModelId, Precision, ProfileKey};
+use crate::scenario::Scenario;
+use crate::time::SimDuration;
+use crate::workload::trace::{TraceFormat, TraceOptions};
+
+/// fleetsim: simulate an LLM inference fleet before you change the real one.
+#[derive(Debug, Parser)]
+#[command(name = "fleetsim", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one simulation and print its summary.
+    Run {
+        /// Scenario file (TOML).
+        scenario: PathBuf,
+        /// Write summary.json, summary.md and run_info.json into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Override a scenario value, e.g. `--set workload.rate=40` or `--set workers[0].count=8`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Print summary.json to stdout instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+        /// Run even if the scenario exceeds the size limits (docs/limits.md).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Run the same arrivals through several routing policies in parallel and compare them.
+    Compare {
+        /// Scenario file (TOML).
+        scenario: PathBuf,
+        /// Policies: names of `[policies.NAME]` tables or specs `name[:key=value,...]`, comma-separated
+        /// (default: every `[policies]` table in the scenario).
+        #[arg(long)]
+        policies: Option<String>,
+        /// Also vary one scenario key: `KEY=V1,V2,...` (e.g. `gateway.session_state=client,worker`); every
+        /// policy runs once per value.
+        #[arg(long, value_name = "KEY=V1,V2,...")]
+        vary: Option<String>,
+        /// Write one folder per policy plus comparison.json, comparison.md and comparison.csv here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Worker threads, 1 to 1024 (default: one per core). Results do not depend on it.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=crate::limits::MAX_THREADS as i64))]
+        threads: Option<u16>,
+        /// Run even if the scenario exceeds the size limits (docs/limits.md).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Check a scenario file, including the size limits; exit non-zero with a clear error if it is invalid.
+    Validate {
+        scenario: PathBuf,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Report the size limits the scenario exceeds as notes instead of errors.
+        #[arg(long)]
+        force: bool,
+    },
+    /// List the GPUs, models, precisions, calibrated profiles and routing policies fleetsim knows.
+    Catalog,
+    /// Estimate one configuration: prefill and decode step times, KV capacity, latencies and throughput.
+    Estimate {
+        /// GPU id (`fleetsim catalog` lists them).
+        #[arg(long, value_parser = parse_id::<GpuId>)]
+        gpu: GpuId,
+        /// Model id.
+        #[arg(long, value_parser = parse_id::<ModelId>)]
+        model: ModelId,
+        /// Tensor-parallel degree (1, 2, 4 or 8).
+        #[arg(long, default_value_t = 1, value_parser = parse_tp)]
+        tp: u32,
+        /// Precision of weights and KV cache.
+        #[arg(long, default_value = "bf16", value_parser = parse_id::<Precision>)]
+        precision: Precision,
+        /// Prompt tokens per request.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        prompt: u32,
+        /// Output tokens per request.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        output: u32,
+        /// Measure over a closed-loop run of this many clients, at most 100000 (default: one request on an
+        /// idle worker).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=crate::limits::MAX_ESTIMATE_CONCURRENCY as i64))]
+        concurrency: Option<u32>,
+        /// Requests of the closed-loop run, at most 10000000 (default: ten per client).
+        #[arg(long, requires = "concurrency", value_parser = clap::value_parser!(u32).range(1..=crate::limits::MAX_ESTIMATE_REQUESTS as i64))]
+        requests: Option<u32>,
+        /// Use this profile file instead of the built-in one.
+        #[arg(long)]
+        profile: Option<PathBuf>,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fit the step-time profiles to the measurements in the data directory and print them (with --write,
+    /// also write them and the report); or, with --measurements, fit one profile to your own measured steps
+    /// and write it to --out.
+    Calibrate {
+        /// Directory of the calibration data.
+        #[arg(long, default_value = "data/calibration")]
+        data: PathBuf,
+        /// Directory of the profiles that --write writes and --check compares.
+        #[arg(long, default_value = "profiles")]
+        profiles: PathBuf,
+        /// Also write the calibration report (Markdown) to this file, e.g. docs/calibration.md.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// Write nothing: exit non-zero if the profiles or report on disk differ from what the fit gives.
+        #[arg(long, conflicts_with = "write")]
+        check: bool,
+        /// Write the profiles into --profiles and the report into --report (without it, calibrate only
+        /// prints the fit).
+        #[arg(long)]
+        write: bool,
+        /// Your own measured steps of one configuration (CSV, docs/calibration-format.md): fit one profile to
+        /// them, print each step's error and write the profile to --out.
+        #[arg(
+            long,
+            value_name = "FILE.csv",
+            requires_all = ["gpu", "model", "out"],
+            conflicts_with_all = ["data", "profiles", "report", "check", "write"]
+        )]
+        measurements: Option<PathBuf>,
+        /// With --measurements: the GPU measured.
+        #[arg(long, requires = "measurements", value_parser = parse_id::<GpuId>)]
+        gpu: Option<GpuId>,
+        /// With --measurements: the model measured.
+        #[arg(long, requires = "measurements", value_parser = parse_id::<ModelId>)]
+        model: Option<ModelId>,
+        /// With --measurements: tensor-parallel degree (1, 2, 4 or 8) [default: 1].
+        #[arg(long, requires = "measurements", value_parser = parse_tp)]
+        tp: Option<u32>,
+        /// With --measurements: precision of weights and KV cache [default: bf16].
+        #[arg(long, requires = "measurements", value_parser = parse_id::<Precision>)]
+        precision: Option<Precision>,
+        /// With --measurements: the profile file to write.
+        #[arg(long, requires = "measurements", value_name = "PROFILE.toml")]
+        out: Option<PathBuf>,
+    },
+    /// Generate, summarise and convert workload traces.
+    Trace {
+        #[command(subcommand)]
+        command: TraceCommand,
+    },
+}
+
+/// `fleetsim trace ...`
+#[derive(Debug, Subcommand)]
+pub enum TraceCommand {
+    /// Write a scenario's workload to a trace file, without simulating it (closed-loop turns are
+    /// written with their think times).
+    Gen {
+        /// Scenario file (TOML) whose [workload] to write.
+        scenario: PathBuf,
+        /// Output file (native: JSON Lines, or CSV when the name ends in .csv).
+        #[arg(long, short)]
+        out: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = WriteFormat::Native)]
+        to: WriteFormat,
+        /// Tokens per hash block when writing Mooncake (at least 1).
+        #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+        block_size: u32,
+        /// Override a scenario value, e.g. `--set duration=\"10m\"`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Write even if the scenario exceeds the size limits (docs/limits.md).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Summarise a trace: requests, duration, rate, inter-arrival CV, token percentiles, sessions, and
+    /// the prefix-cache hit rate an infinite cache would reach.
+    Stats {
+        /// Trace file.
+        trace: PathBuf,
+        #[command(flatten)]
+        read: ReadArgs,
+        /// Block size of the infinite-cache hit rate, in tokens (at least 1).
+        #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+        block_size: u32,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Convert a trace to another format, keeping prefix identity where the target can hold it (native
+    /// keeps everything; Mooncake keeps it at block granularity; Vidur has no content columns).
+    Convert {
+        /// Trace to read.
+        input: PathBuf,
+        /// File to write (native: JSON Lines, or CSV when the name ends in .csv).
+        output: PathBuf,
+        #[command(flatten)]
+        read: ReadArgs,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = WriteFormat::Native)]
+        to: WriteFormat,
+        /// Tokens per hash block when writing Mooncake (at least 1).
+        #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+        block_size: u32,
+    },
+}
+
+/// The formats fleetsim writes (it reads Azure and BurstGPT too, but does not write them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WriteFormat {
+    /// fleetsim's own JSON Lines, or CSV when the file name ends in .csv.
+    Native,
+    /// Mooncake JSONL, prefix identity kept at block granularity.
+    Mooncake,
+    /// Vidur CSV (no content columns).
+    Vidur,
+}
+
+impl From<WriteFormat> for TraceFormat {
+    fn from(f: WriteFormat) -> TraceFormat {
+        match f {
+            WriteFormat::Native => TraceFormat::Native,
+            WriteFormat::Mooncake => TraceFormat::Mooncake,
+            WriteFormat::Vidur => TraceFormat::Vidur,
+        }
+    }
+}
+
+/// How to read a trace (the same options as a scenario's `kind = "trace"` workload).
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// Input format; recognised from the first line when omitted.
+    #[arg(long, alias = "from", value_enum)]
+    pub format: Option<TraceFormat>,
+    /// Skip malformed lines (and report how many) instead of stopping at the first.
+    #[arg(long)]
+    pub skip_bad_lines: bool,
+    /// Spread requests that share a timestamp over up to this long, e.g. 3s.
+    #[arg(long, value_parser = SimDuration::parse)]
+    pub jitter: Option<SimDuration>,
+    /// Mooncake: rebuild sessions from the hash chains (a heuristic).
+    #[arg(long)]
+    pub reconstruct_sessions: bool,
+    /// Mooncake: tokens per hash block of the input (at least 1).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    pub hash_block_size: u32,
+    /// Replay this many times faster (a number greater than 0).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_speedup)]
+    pub speedup: f64,
+    /// Skip this much of the trace's beginning, e.g. 10m.
+    #[arg(long, value_parser = SimDuration::parse)]
+    pub start: Option<SimDuration>,
+    /// Seed of the jitter.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl ReadArgs {
+    fn options(&self) -> TraceOptions {
+        TraceOptions {
+            format: self.format,
+            skip_bad_lines: self.skip_bad_lines,
+            jitter: self.jitter,
+            reconstruct_sessions: self.reconstruct_sessions,
+            hash_block_size: self.hash_block_size,
+            speedup: self.speedup,
+            start: self.start.unwrap_or(SimDuration::ZERO),
+            seed: self.seed,
+        }
+    }
+}
+
+/// Runs the parsed command line.
+pub fn main_with(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Run {
+            scenario,
+            out,
+            set,
+            json,
+            quiet,
+            force,
+        } => run::run(&scenario, out.as_deref(), &set, json, quiet, force),
+        Command::Compare {
+            scenario,
+            policies,
+            vary,
+            out,
+            set,
+            threads,
+            force,
+        } => compare::compare(
+            &scenario,
+            policies.as_deref(),
+            vary.as_deref(),
+            out.as_deref(),
+            &set,
+            threads.map(usize::from),
+            force,
+        ),
+        Command::Validate {
+            scenario,
+            set,
+            force,
+        } => validate::validate(&scenario, &set, force),
+        Command::Catalog => {
+            print!("{}", catalog());
+            Ok(())
+        }
+        Command::Estimate {
+            gpu,
+            model,
+            tp,
+            precision,
+            prompt,
+            output,
+            concurrency,
+            requests,
+            profile,
+            json,
+        } => estimate::estimate(
+            estimate::Args {
+                gpu,
+                model,
+                tp,
+                precision,
+                prompt,
+                output,
+                concurrency,
+                requests,
+            },
+            profile.as_deref(),
+            json,
+        ),
+        Command::Calibrate {
+            data,
+            profiles,
+            report,
+            check,
+            write,
+            measurements,
+            gpu,
+            model,
+            tp,
+            precision,
+            out,
+        } => match measurements {
+            None => calibrate::calibrate(&data, &profiles, report.as_deref(), check, write),
+            Some(csv) => {
+                // clap requires these with --measurements; say so rather than panic if that ever changes.
+                let key = ProfileKey {
+                    gpu: gpu.context("--measurements needs --gpu")?,
+                    model: model.context("--measurements needs --model")?,
+                    tp: tp.unwrap_or(1),
+                    precision: precision.unwrap_or_default(),
+                };
+                let out = out.context("--measurements needs --out")?;
+                calibrate::calibrate_measurements(&csv, key, &out)
+            }
+        },
+        Command::Trace { command } => trace::trace(command),
+    }
+}
+
+/// A catalogue id as written in scenario files (`h100`, `llama-3.1-8b`, `bf16`).
+fn parse_id<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, String> {
+    T::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(s))
+        .map_err(|e| crate::config::humanize(&e.to_string()))
+}
+
+/// Loads a scenario and checks it against the size limits ([`crate::limits`]); with `force`, an exceeded
+/// limit is printed as a note instead.
+fn load_checked(path: &std::path::Path, set: &[String], force: bool) -> Result<Scenario> {
+    let s = Scenario::load(path, set)?;
+    if let Err(e) = crate::limits::check(&s) {
+        let key = if e.field == "workers" {
+            "workers[0].count"
+        } else {
+            &e.field
+        };
+        let line = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| crate::scenario::line_of(&text, key));
+        let at = match line {
+            Some(l) => format!("{}:{l}", path.display()),
+            None => path.display().to_string(),
+        };
+        if force {
+            eprintln!("note: {at}: {}: {}", e.field, e.message);
+        } else {
+            return Err(anyhow::anyhow!("{at}: {e}"));
+        }
+    }
+    Ok(s)
+}
+
+fn parse_speedup(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("expected a number greater than 0, got {s}")),
+    }
+}
+
+fn parse_tp(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(tp @ (1 | 2 | 4 | 8)) => Ok(tp),
+        _ => Err(format!("must be 1, 2, 4 or 8, got {s}")),
+    }
+}

@@ -1,0 +1,60 @@
+//! `fleetsim run`: one simulation, its summary, and optionally its output files.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Result;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::engine::Simulation;
+use crate::output;
+use crate::report;
+
+pub(super) fn run(
+    path: &Path,
+    out: Option<&Path>,
+    set: &[String],
+    json: bool,
+    quiet: bool,
+    force: bool,
+) -> Result<()> {
+    let scenario = super::load_checked(path, set, force)?;
+    if let Some(dir) = out {
+        output::prepare_dir(dir, &[path])?;
+    }
+    let sim = Simulation::from_scenario(&scenario).map_err(anyhow::Error::msg)?;
+    for note in sim.notes() {
+        eprintln!("note: {note}");
+    }
+    let bar = if quiet || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new(1000);
+        b.set_style(
+            ProgressStyle::with_template(
+                "{spinner} simulating [{bar:40}] {percent}% of the arrival window ({elapsed})",
+            )
+            .expect("valid template"),
+        );
+        b
+    };
+    let started = Instant::now();
+    let output = sim
+        .try_run(&mut |f| bar.set_position((f * 1000.0) as u64))
+        .map_err(anyhow::Error::msg)?;
+    bar.finish_and_clear();
+    let wall = started.elapsed();
+    if json {
+        print!("{}", output.summary.to_json());
+    } else {
+        print!("{}", output.summary.to_markdown());
+    }
+    if let Some(dir) = out {
+        report::write_files(dir, &report::run_files(&output, wall.as_secs_f64())?)?;
+        if !json {
+            println!("\nresults written to {}", dir.display());
+        }
+    }
+    Ok(())
+}
