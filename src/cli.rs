@@ -48,6 +48,10 @@ pub enum Command {
         /// No progress bar.
         #[arg(long, short)]
         quiet: bool,
+        /// Check every worker's KV memory conservation after each step, stopping at the first broken law
+        /// (slower; the same laws are always checked once at the end of the run).
+        #[arg(long)]
+        check_invariants: bool,
     },
     /// Run the same arrivals through several routing policies in parallel and compare them.
     Compare {
@@ -260,7 +264,15 @@ pub fn main_with(cli: Cli) -> Result<()> {
             set,
             json,
             quiet,
-        } => run(&scenario, out.as_deref(), &set, json, quiet),
+            check_invariants,
+        } => run(
+            &scenario,
+            out.as_deref(),
+            &set,
+            json,
+            quiet,
+            check_invariants,
+        ),
         Command::Compare {
             scenario,
             policies,
@@ -519,9 +531,17 @@ fn calibrate_measurements(csv: &Path, key: ProfileKey, out: &Path) -> Result<()>
     Ok(())
 }
 
-fn run(path: &Path, out: Option<&Path>, set: &[String], json: bool, quiet: bool) -> Result<()> {
+fn run(
+    path: &Path,
+    out: Option<&Path>,
+    set: &[String],
+    json: bool,
+    quiet: bool,
+    check_invariants: bool,
+) -> Result<()> {
     let scenario = Scenario::load(path, set)?;
-    let sim = Simulation::from_scenario(&scenario).map_err(anyhow::Error::msg)?;
+    let mut sim = Simulation::from_scenario(&scenario).map_err(anyhow::Error::msg)?;
+    sim.check_invariants_every_step(check_invariants);
     for note in sim.notes() {
         eprintln!("note: {note}");
     }

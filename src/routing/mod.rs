@@ -105,6 +105,9 @@ pub trait RoutingPolicy: Send {
 }
 
 #[cfg(test)]
+mod router_tests;
+
+#[cfg(test)]
 pub(crate) mod test_support {
     use super::*;
 
