@@ -178,3 +178,37 @@ fn a_pool_with_blocks_still_held_at_the_end_is_reported() {
     sim.workers[1].pool.release(&[leaked]);
     sim.check_pools_at_end().unwrap();
 }
+
+#[test]
+#[should_panic(expected = "invariant broken")]
+fn with_checks_on_a_broken_pool_stops_the_run_at_the_next_step() {
+    // A block held by no sequence: the first step of worker 0 finds the pool's references (1) differ from
+    // the running sequences' blocks (those of the one request just admitted).
+    let (mut sim, _) = simulation(1, vec![request(0, SimTime::ZERO, 1, 8, 1)]);
+    sim.workers[0].pool.allocate().unwrap();
+    sim.check_invariants_every_step(true);
+    sim.run(&mut |_| {});
+}
+
+#[test]
+#[should_panic(expected = "not conserved at the end of the run")]
+fn without_checks_a_broken_pool_is_still_caught_at_the_end() {
+    let (mut sim, _) = simulation(1, vec![request(0, SimTime::ZERO, 1, 8, 1)]);
+    sim.workers[0].pool.allocate().unwrap();
+    sim.run(&mut |_| {});
+}
+
+#[test]
+fn the_worker_summary_counts_steps_busy_time_and_peak_kv_use() {
+    // One request of 30 prompt tokens and 5 output tokens on one worker from t = 0: 5 steps (the prefill,
+    // then 4 decodes), back to back, so the worker is busy the whole run. At its peak it holds the KV of
+    // 30 + 5 − 1 = 34 tokens (the last sample is never fed back): ceil(34 / 4) = 9 of 1,000 blocks.
+    let (sim, _) = simulation(1, vec![request(0, SimTime::ZERO, 1, 30, 5)]);
+    let out = sim.run(&mut |_| {});
+    let w = &out.summary.workers[0];
+    assert_eq!((w.steps, w.requests, w.share), (5, 1, 1.0));
+    assert_eq!(w.busy_fraction, 1.0);
+    assert_eq!(w.kv_blocks, 1000);
+    assert_eq!(w.kv_peak_fraction, 0.009);
+    assert_eq!((w.preemptions, w.evictions), (0, 0));
+}

@@ -9,3 +9,6 @@ pub mod summary;
 
 pub use collector::Collector;
 pub use summary::Summary;
+
+#[cfg(test)]
+mod tests;

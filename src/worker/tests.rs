@@ -260,6 +260,12 @@ fn recompute_after_preemption_is_charged_to_preemption() {
     // [8, 12) again because it was preempted (4 tokens), 12 for the first time. Block 2 (h2) was also
     // evicted from the pool, but the request's own progress was lost to preemption: that is the cause.
     let z = h.running(2);
+    let again = RecomputeRun {
+        start: 8,
+        end: 12,
+        cause: RecomputeCause::Preempted,
+    };
+    assert_eq!(z.runs, [again]);
     assert_eq!(tokens(z, RecomputeCause::Preempted), 4);
     assert_eq!(tokens(z, RecomputeCause::Evicted), 0);
     assert_eq!(z.recompute.total_tokens(), 4);
@@ -328,4 +334,35 @@ fn new_work_waits_when_its_uncached_part_does_not_fit() {
         !h.w.can_ever_fit(16, 2),
         "16 + 2 − 1 = 17 tokens need 5 blocks of 4"
     );
+}
+
+#[test]
+fn admission_stops_when_the_step_budget_is_spent() {
+    let mut h = Harness::new(worker(16, 8));
+    for id in 1..=3 {
+        h.enqueue(request(id, &[(10 * id, 5)], 1), 0);
+    }
+    // Budget 8: request 1's 5 tokens, then 3 of request 2's (a chunk); nothing is left for request 3.
+    assert_eq!(h.start(), [(1, 5), (2, 3)]);
+    assert_eq!(h.waiting_ids(), [3]);
+    h.finish();
+    // Step 2: request 2's last 2 tokens first (it is running), then request 3's 5.
+    assert_eq!(h.start(), [(2, 2), (3, 5)]);
+}
+
+#[test]
+fn the_activation_reserve_is_the_runtime_plus_a_full_steps_activations_and_logits() {
+    // Llama-3.1-8B: hidden 4096, intermediate 14336, vocabulary 128256. At the default 8,192-token budget
+    // and 256 sequences, on one GPU:
+    //   1 GiB                                  = 1,073,741,824
+    //   8192 × (4 × 4096 + 2 × 14336) × 2 B    =   738,197,504
+    //   256 × 128256 × 4 B                     =   131,334,144
+    //                                  total   = 1,943,273,472 bytes.
+    let params = EngineParams::default();
+    let tp1 = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16);
+    assert_eq!(activation_reserve_bytes(&tp1, &params), 1_943_273_472.0);
+    // At TP 2 each GPU holds half of the hidden activations; the runtime and the logits stay whole:
+    // 1,073,741,824 + 369,098,752 + 131,334,144.
+    let tp2 = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, 2, Precision::Bf16);
+    assert_eq!(activation_reserve_bytes(&tp2, &params), 1_574_174_720.0);
 }
