@@ -76,6 +76,10 @@ fn accuracy_counts_missing_and_unexpected_hits_separately() {
     };
     let mut r = Router::new(&spec, 7, &[1000, 1000]);
     assert_eq!(r.view_name(), Some("oracle"));
+    assert!(
+        r.wants_kv_events(),
+        "the oracle view is fed the workers' cache events"
+    );
     // The oracle view learns that worker 0 caches blocks 1 and 2 of the prompt [1, 2, 3].
     r.on_kv_events(
         at_ms(0),
@@ -184,4 +188,21 @@ fn prefix_aware_rotates_between_fully_equal_workers() {
         })
         .collect();
     assert_eq!(picks, [0, 1, 2, 0]);
+}
+
+#[test]
+fn round_robin_wraps_around_and_skips_workers_that_are_down() {
+    // Three workers, the middle one down: 0, 2, then back to 0, 2.
+    let mut rng = from_u64(0);
+    let mut p = RoundRobin::default();
+    let mut ws = snapshots(&[0, 0, 0]);
+    ws[1].up = false;
+    let picks: Vec<_> = (0..4)
+        .map(|_| {
+            route_with(&mut p, &request(1), &ws, &[], 0, &mut rng)
+                .unwrap()
+                .worker
+        })
+        .collect();
+    assert_eq!(picks, [0, 2, 0, 2]);
 }
