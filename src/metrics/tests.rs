@@ -59,10 +59,14 @@ fn a_request_exactly_at_both_slos_is_good_and_one_past_either_is_not() {
     c.on_finished(&slow);
     // One output token: no TPOT, judged on TTFT alone (90 ms: good).
     c.on_finished(&completed(3, 3000, 3090, 3090, 1));
-    assert_eq!((c.completed, c.good), (4, 2));
-    assert_eq!(c.tpot.count(), 3, "the one-token request has no TPOT");
+    // Well inside both (TTFT 50 ms, TPOT 20 / 4 = 5 ms): good.
+    c.on_finished(&completed(4, 4000, 4050, 4070, 5));
+    // Good: requests 0, 3 and 4.
+    assert_eq!((c.completed, c.good), (5, 3));
+    assert_eq!(c.tpot.count(), 4, "the one-token request has no TPOT");
     assert_eq!(c.ttft.max(), 101_000_000);
-    assert_eq!(c.ttft.mean(), (100.0 + 101.0 + 50.0 + 90.0) / 4.0 * 1e6);
+    // (100 + 101 + 50 + 90 + 50) / 5 = 78.2 ms.
+    assert_eq!(c.ttft.mean(), 78_200_000.0);
 }
 
 #[test]
