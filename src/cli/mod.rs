@@ -51,6 +51,10 @@ pub enum Command {
         /// Run even if the scenario exceeds the size limits (docs/limits.md).
         #[arg(long)]
         force: bool,
+        /// Check every worker's KV memory conservation after each step, stopping at the first broken law
+        /// (slower; the same laws are always checked once at the end of the run).
+        #[arg(long)]
+        check_invariants: bool,
     },
     /// Run the same arrivals through several routing policies in parallel and compare them.
     Compare {
@@ -304,7 +308,16 @@ pub fn main_with(cli: Cli) -> Result<()> {
             json,
             quiet,
             force,
-        } => run::run(&scenario, out.as_deref(), &set, json, quiet, force),
+            check_invariants,
+        } => run::run(
+            &scenario,
+            out.as_deref(),
+            &set,
+            json,
+            quiet,
+            force,
+            check_invariants,
+        ),
         Command::Compare {
             scenario,
             policies,

@@ -18,12 +18,14 @@ pub(super) fn run(
     json: bool,
     quiet: bool,
     force: bool,
+    check_invariants: bool,
 ) -> Result<()> {
     let scenario = super::load_checked(path, set, force)?;
     if let Some(dir) = out {
         output::prepare_dir(dir, &[path])?;
     }
-    let sim = Simulation::from_scenario(&scenario).map_err(anyhow::Error::msg)?;
+    let mut sim = Simulation::from_scenario(&scenario).map_err(anyhow::Error::msg)?;
+    sim.check_invariants_every_step(check_invariants);
     for note in sim.notes() {
         eprintln!("note: {note}");
     }

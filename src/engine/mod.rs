@@ -137,6 +137,8 @@ pub struct Simulation {
     lost: FxHashSet<u64>,
     /// Pending foreground events.
     foreground: u64,
+    /// Check every worker's conservation laws after each of its steps (`--check-invariants`).
+    check_every_step: bool,
 }
 
 impl Simulation {
@@ -238,7 +240,20 @@ impl Simulation {
             starts: Vec::new(),
             lost: FxHashSet::default(),
             foreground: 0,
+            check_every_step: false,
         }
+    }
+
+    /// Checks every worker's KV conservation laws ([`Worker::check_invariants`]) each time it starts a
+    /// step, and panics at the first that fails. Costs a pass over the worker's blocks per step. Without
+    /// it, the laws are still checked once at the end of the run.
+    pub fn check_invariants_every_step(&mut self, on: bool) {
+        self.check_every_step = on;
+    }
+
+    /// The end-of-run check: every worker's laws hold and every block has been given back.
+    fn check_pools_at_end(&self) -> Result<(), String> {
+        self.workers.iter().try_for_each(Worker::check_drained)
     }
 
     /// What building the workload had to say (e.g. how many bad trace lines were skipped).
@@ -306,20 +321,14 @@ impl Simulation {
             }
         }
         self.fail_stranded();
-        for w in &self.workers {
-            // Every request has finished, so only memory pressure may still hold blocks.
-            assert_eq!(
-                w.pool.used(),
-                w.reserved_blocks(),
-                "worker {} leaked KV blocks",
-                w.id
-            );
-        }
         assert_eq!(
             self.collector.arrived,
             self.collector.finished(),
             "requests lost: every arrival must complete, fail or be rejected"
         );
+        if let Err(e) = self.check_pools_at_end() {
+            panic!("KV memory not conserved at the end of the run: {e}");
+        }
         progress(1.0);
         if let Some(e) = self.workload.take_error() {
             return Err(e);
@@ -611,6 +620,11 @@ impl Simulation {
                 Event::StepDone { worker: w, epoch },
             );
         }
+        if self.check_every_step
+            && let Err(e) = self.workers[w].check_invariants()
+        {
+            panic!("invariant broken at t = {} s: {e}", self.now.as_secs_f64());
+        }
         self.forward_kv_events(w);
     }
 
@@ -720,3 +734,6 @@ impl Simulation {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -11,3 +11,6 @@ pub mod timeseries;
 
 pub use collector::Collector;
 pub use summary::Summary;
+
+#[cfg(test)]
+mod tests;

@@ -141,6 +141,9 @@ pub struct Routed<'a> {
 }
 
 #[cfg(test)]
+mod router_tests;
+
+#[cfg(test)]
 pub(crate) mod test_support {
     use super::*;
 

@@ -117,6 +117,11 @@ impl BlockPool {
         self.total() - self.free
     }
 
+    /// References held on blocks, summed over blocks (a block shared by `k` sequences counts `k`).
+    pub fn references(&self) -> u64 {
+        self.refs.iter().map(|&r| u64::from(r)).sum()
+    }
+
     /// The most blocks ever used at once.
     pub fn peak_used(&self) -> u32 {
         self.peak_used

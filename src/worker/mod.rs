@@ -11,6 +11,7 @@
 //! The worker never schedules events itself: [`Worker::start_step`] returns the step's duration and the
 //! engine calls [`Worker::finish_step`] when that time has passed.
 
+mod invariants;
 pub mod kv_cache;
 pub mod sequence;
 
@@ -563,3 +564,6 @@ impl Worker {
         self.waiting.push_front(seq);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -85,21 +85,26 @@ fn csv_from(key: ProfileKey, eff: Efficiency) -> String {
     text
 }
 
-/// Fits `truth()` timings of `key` back and checks every step, and steps not in the file, within 1.5%.
-fn round_trip(key: ProfileKey) -> fleetsim::calibration::measurements::MeasuredFit {
+/// Fits `truth()` timings of `key` back and checks every step within `tolerance` (relative), and steps not
+/// in the file within 2%.
+fn round_trip(key: ProfileKey, tolerance: f64) -> fleetsim::calibration::measurements::MeasuredFit {
     let m = Measurements::parse(csv_from(key, truth()).as_bytes(), "mine.csv", key).unwrap();
     assert_eq!(m.rows().len(), STEPS.len());
     let fit = m.fit();
     for p in &fit.points {
         assert!(
-            p.error().abs() < 0.015,
+            p.error().abs() < tolerance,
             "{key} line {}: {p:?}\n{}",
             p.row.line,
             fit.table()
         );
     }
     let (median, max) = fit.errors();
-    assert!(median < 0.01 && max < 0.015, "{}", fit.table());
+    assert!(
+        median < tolerance / 2.0 && max < tolerance,
+        "{}",
+        fit.table()
+    );
     let f = fit.profile.fit.as_ref().unwrap();
     assert_eq!((f.points, f.held_out_points), (STEPS.len() as u32, 0));
     // Between and beyond the measured steps, too.
@@ -121,7 +126,9 @@ fn round_trip(key: ProfileKey) -> fleetsim::calibration::measurements::MeasuredF
 
 #[test]
 fn a_fit_to_known_step_times_predicts_them_and_drives_estimate() {
-    let fit = round_trip(H100_8B);
+    // At TP 1 every efficiency is free and the model is the one that made the data: the fit reproduces
+    // every step within 0.04% (measured; the CSV's 0.1 µs rounding is below 0.001%). Allow 0.1%.
+    let fit = round_trip(H100_8B, 0.001);
     assert_eq!(fit.allreduce, AllReduceTerms::NotUsed);
 
     // The file written loads as a profile, says where it comes from, and `estimate` uses it.
@@ -169,7 +176,9 @@ fn a_fit_to_known_step_times_predicts_them_and_drives_estimate() {
 #[test]
 fn tensor_parallel_fits_hold_the_builtin_allreduce_terms() {
     let k = key(GpuId::H100, ModelId::Llama31_70b, 4);
-    let fit = round_trip(k);
+    // At TP 4 the all-reduce terms are held at the built-in ones while the data used `truth()`'s, so the
+    // other terms absorb the difference: measured largest error 0.32% (4 × 512 prefill). Allow 0.5%.
+    let fit = round_trip(k, 0.005);
     let builtin = profile::builtin()
         .iter()
         .find(|p| p.key() == k)

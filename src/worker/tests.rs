@@ -1,0 +1,368 @@
+//! Unit tests of the worker's scheduler: admission with and without cache hits, chunked prefill,
+//! preemption (which sequence, in which step, and what the step does after it), the last-token rule,
+//! and recompute attribution by cause.
+//!
+//! Every case uses blocks of 4 tokens and a pool of a handful of blocks, so that each expected value can
+//! be derived by hand; the derivation is in the comments. Step times come from the real performance
+//! model and are never asserted: only which tokens each step computes, and when tokens are sampled
+//! relative to the step ends.
+
+use super::*;
+use crate::hardware::{GpuId, ModelId, Precision};
+use crate::request::{Request, Segment};
+
+const BS: u32 = 4;
+
+/// A worker with `blocks` KV blocks of 4 tokens, a step budget of `budget` tokens and prefix caching.
+fn worker(blocks: u32, budget: u32) -> Worker {
+    let params = EngineParams {
+        max_num_batched_tokens: budget,
+        max_num_seqs: 16,
+        block_size: BS,
+        enable_prefix_caching: true,
+        gpu_memory_utilization: 0.9,
+    };
+    let perf = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16);
+    Worker::with_blocks(0, perf, params, blocks)
+}
+
+/// A request whose prompt is `segments` = (content id, tokens), asking for `output` tokens.
+fn request(id: u64, segments: &[(u64, u32)], output: u32) -> Request {
+    let segments = segments
+        .iter()
+        .map(|&(content, tokens)| Segment { content, tokens })
+        .collect();
+    Request::new(id, None, SimTime::ZERO, output, segments)
+}
+
+/// Drives one worker step by step, keeping the clock.
+struct Harness {
+    w: Worker,
+    now: SimTime,
+    /// End time of every step run so far.
+    ends: Vec<SimTime>,
+}
+
+impl Harness {
+    fn new(w: Worker) -> Self {
+        Harness {
+            w,
+            now: SimTime::ZERO,
+            ends: Vec::new(),
+        }
+    }
+
+    fn enqueue(&mut self, r: Request, elsewhere_blocks: u32) {
+        self.w.enqueue(Sequence::new(r, self.now, elsewhere_blocks));
+    }
+
+    /// Starts a step and returns its batch as (request id, tokens) without finishing it.
+    fn start(&mut self) -> Vec<(u64, u32)> {
+        let dt = self
+            .w
+            .start_step(self.now)
+            .expect("the worker had work to do");
+        assert!(dt > SimDuration::ZERO);
+        self.now += dt;
+        self.ends.push(self.now);
+        self.w
+            .batch
+            .iter()
+            .map(|&(i, n)| (self.w.running[i].request.id, n))
+            .collect()
+    }
+
+    /// Finishes the step in flight; returns the completed sequences.
+    fn finish(&mut self) -> Vec<Sequence> {
+        self.w.finish_step(self.now).completed
+    }
+
+    /// Runs one whole step: its batch and the sequences it completed.
+    fn step(&mut self) -> (Vec<(u64, u32)>, Vec<Sequence>) {
+        let batch = self.start();
+        (batch, self.finish())
+    }
+
+    fn running(&self, id: u64) -> &Sequence {
+        self.w
+            .running
+            .iter()
+            .find(|s| s.request.id == id)
+            .unwrap_or_else(|| panic!("request {id} is not running"))
+    }
+
+    fn running_ids(&self) -> Vec<u64> {
+        self.w.running.iter().map(|s| s.request.id).collect()
+    }
+
+    fn waiting_ids(&self) -> Vec<u64> {
+        self.w.waiting.iter().map(|s| s.request.id).collect()
+    }
+}
+
+fn tokens(s: &Sequence, cause: RecomputeCause) -> u64 {
+    s.recompute.tokens[cause.index()]
+}
+
+#[test]
+fn a_prompt_without_a_hit_is_computed_whole_and_samples_at_the_step_end() {
+    let mut h = Harness::new(worker(16, 64));
+    h.enqueue(request(1, &[(10, 10)], 2), 0);
+    // 10 prompt tokens fit the 64-token budget: one step computes them all, in ceil(10/4) = 3 blocks.
+    let (batch, done) = h.step();
+    assert_eq!(batch, [(1, 10)]);
+    assert!(done.is_empty());
+    let s = h.running(1);
+    assert_eq!(s.blocks.len(), 3);
+    assert_eq!((s.computed, s.generated), (10, 1));
+    assert_eq!(
+        s.first_token,
+        Some(h.ends[0]),
+        "first token at the end of the prefill step"
+    );
+    assert_eq!(s.first_scheduled, Some(SimTime::ZERO));
+    assert_eq!(s.cached_at_admission, Some(0));
+    // Only the 2 full blocks (tokens 0..8) are registered; the partial third is not cacheable.
+    assert_eq!(h.w.pool.cached_blocks(), 2);
+    // Step 2 decodes token 10 (1 token), emits the 2nd and last output token and frees all 3 blocks.
+    let (batch, done) = h.step();
+    assert_eq!(batch, [(1, 1)]);
+    assert_eq!(done.len(), 1);
+    assert_eq!(
+        done[0].prefill_tokens, 10,
+        "the decode token is not prefill"
+    );
+    assert_eq!(h.w.pool.used(), 0);
+    assert_eq!((h.w.completed, h.w.steps), (1, 2));
+    assert!(h.w.start_step(h.now).is_none(), "nothing left to do");
+}
+
+#[test]
+fn a_long_prompt_is_prefilled_in_budget_sized_chunks_across_steps() {
+    let mut h = Harness::new(worker(16, 8));
+    h.enqueue(request(1, &[(10, 20)], 2), 0);
+    // Budget 8: chunks of 8, 8 and 4 tokens; no token is sampled until the prompt is complete.
+    assert_eq!(h.step().0, [(1, 8)]);
+    assert_eq!((h.running(1).computed, h.running(1).generated), (8, 0));
+    assert_eq!(h.running(1).blocks.len(), 2);
+    // A second request arrives mid-prefill: the running sequence is served first (8 of the budget),
+    // so it waits although its 3 tokens would fit a block.
+    h.enqueue(request(2, &[(20, 3)], 1), 0);
+    assert_eq!(h.step().0, [(1, 8)]);
+    assert_eq!(h.running(1).first_token, None);
+    // Step 3: 1's last 4 prompt tokens, then 2's 3 tokens within the remaining budget of 4.
+    let (batch, done) = h.step();
+    assert_eq!(batch, [(1, 4), (2, 3)]);
+    assert_eq!(h.running(1).first_token, Some(h.ends[2]));
+    assert_eq!(h.running(1).blocks.len(), 5, "ceil(20 / 4)");
+    assert_eq!(
+        done.len(),
+        1,
+        "request 2 wanted one token: done at its first"
+    );
+    assert_eq!(done[0].first_token, Some(h.ends[2]));
+    // Step 4: 1 decodes its 2nd and last token.
+    let (batch, done) = h.step();
+    assert_eq!(batch, [(1, 1)]);
+    assert_eq!(done[0].prefill_tokens, 20);
+    assert_eq!(done[0].first_scheduled, Some(SimTime::ZERO));
+}
+
+#[test]
+fn a_cached_prefix_is_reused_and_only_the_rest_computed() {
+    let mut h = Harness::new(worker(16, 64));
+    // Request 1: 12 tokens of content 10 → blocks 0..3 registered at the end of its only step.
+    h.enqueue(request(1, &[(10, 12)], 1), 0);
+    assert_eq!(h.step().1.len(), 1);
+    assert_eq!(h.w.pool.cached_blocks(), 3);
+    // Request 2 shares those 12 tokens and adds 4: the 3 blocks hit, 4 tokens are computed in 1 new block.
+    h.enqueue(request(2, &[(10, 12), (20, 4)], 1), 0);
+    let (batch, done) = h.step();
+    assert_eq!(batch, [(2, 4)]);
+    assert_eq!(done[0].cached_at_admission, Some(12));
+    assert_eq!(done[0].prefill_tokens, 4);
+    assert_eq!(done[0].recompute.total_tokens(), 0);
+}
+
+#[test]
+fn a_fully_cached_prompt_still_computes_its_last_block() {
+    let mut h = Harness::new(worker(16, 64));
+    h.enqueue(request(1, &[(10, 12)], 1), 0);
+    h.step();
+    // Same 12-token prompt again. All 3 blocks are cached, but the last token must be computed to
+    // sample from it; reuse stops at the last full block before token 12 − 1 = 11, i.e. floor(11 / 4) =
+    // 2 blocks (8 tokens), and the 4 tokens of block 2 are computed again.
+    h.enqueue(request(2, &[(10, 12)], 1), 0);
+    let (batch, done) = h.step();
+    assert_eq!(batch, [(2, 4)]);
+    assert_eq!(done[0].cached_at_admission, Some(8));
+    assert_eq!(done[0].first_token, Some(h.ends[1]));
+}
+
+/// The shared set-up of the preemption cases: a pool of 5 blocks; X (8 tokens of content 10) and Z (the
+/// same 8 tokens plus 4 of content 20) admitted together in step 1, so that Z computes the shared prefix
+/// again in its own blocks (it was not cached yet at admission) and those copies stay anonymous.
+///
+/// Step 1: X takes 2 blocks, Z 3 (all 5). At its end X has 8 tokens computed, 1 sampled (9 tokens to
+/// see); Z 12 computed, 1 sampled (13). Cached: X's 2 blocks (h0, h1) and Z's third (h2).
+fn preemption_setup() -> Harness {
+    let mut h = Harness::new(worker(5, 64));
+    h.enqueue(request(1, &[(10, 8)], 10), 0);
+    h.enqueue(request(2, &[(10, 8), (20, 4)], 10), 0);
+    assert_eq!(h.step().0, [(1, 8), (2, 12)]);
+    assert_eq!(h.w.pool.free(), 0);
+    assert_eq!(h.w.pool.cached_blocks(), 3);
+    h
+}
+
+#[test]
+fn preemption_evicts_the_latest_admitted_and_admits_nothing_in_that_step() {
+    let mut h = preemption_setup();
+    // Step 2: X needs a 3rd block for token 9 and none is free: Z, admitted last, is preempted; its 3
+    // blocks go back (its anonymous copies of h0/h1 and its cached h2, the last freed first), X takes
+    // one (evicting h2), 2 stay free.
+    let batch = h.start();
+    assert_eq!(batch, [(1, 1)]);
+    assert_eq!(
+        (h.w.preemptions, h.running_ids(), h.waiting_ids()),
+        (1, vec![1], vec![2])
+    );
+    // Z would fit again right now (its h0/h1 are X's blocks, in use; it needs 2 new blocks for tokens
+    // 8..13 and 2 are free) but a step that preempted admits nothing, as vLLM v1's scheduler does.
+    assert_eq!(h.w.pool.free(), 2);
+    let z = &h.w.waiting[0];
+    assert_eq!((z.computed, z.high_water, z.preemptions), (0, 12, 1));
+    assert!(z.blocks.is_empty());
+    h.finish();
+    // Step 3: X decodes; Z is admitted with h0, h1 reused from X (8 tokens) and computes 8..13.
+    assert_eq!(h.start(), [(1, 1), (2, 5)]);
+    assert_eq!(h.w.pool.free(), 0);
+}
+
+#[test]
+fn the_prefix_hit_is_the_one_at_the_first_admission() {
+    let mut h = preemption_setup();
+    h.step();
+    h.step();
+    // Z's first admission hit nothing (X's blocks were not registered yet); its readmission in step 3
+    // reused 8 tokens. The request's hit is the first admission's.
+    let z = h.running(2);
+    assert_eq!(z.cached_at_admission, Some(0));
+    assert_eq!(z.computed, 13);
+}
+
+#[test]
+fn recompute_after_preemption_is_charged_to_preemption() {
+    let mut h = preemption_setup();
+    h.step();
+    h.step();
+    // Z had computed up to 12 (its high water). Readmitted with 8 tokens reused, it computes 8..13:
+    // [8, 12) again because it was preempted (4 tokens), 12 for the first time. Block 2 (h2) was also
+    // evicted from the pool, but the request's own progress was lost to preemption: that is the cause.
+    let z = h.running(2);
+    let again = RecomputeRun {
+        start: 8,
+        end: 12,
+        cause: RecomputeCause::Preempted,
+    };
+    assert_eq!(z.runs, [again]);
+    assert_eq!(tokens(z, RecomputeCause::Preempted), 4);
+    assert_eq!(tokens(z, RecomputeCause::Evicted), 0);
+    assert_eq!(z.recompute.total_tokens(), 4);
+    assert!(z.recompute.gpu_seconds[RecomputeCause::Preempted.index()] > 0.0);
+}
+
+#[test]
+fn misrouted_blocks_stop_before_the_block_of_the_last_token() {
+    let mut h = Harness::new(worker(16, 64));
+    // A 12-token prompt on an empty worker, while another worker held all 3 of its blocks. That worker
+    // could have reused at most floor((12 − 1) / 4) = 2 blocks (the last token is always computed), so
+    // 8 tokens are misrouted and the last block is not.
+    h.enqueue(request(1, &[(10, 12)], 1), 3);
+    let (_, done) = h.step();
+    assert_eq!(tokens(&done[0], RecomputeCause::Misrouted), 8);
+    assert_eq!(done[0].recompute.total_tokens(), 8);
+}
+
+#[test]
+fn misrouted_blocks_are_those_held_elsewhere_beyond_the_local_hit() {
+    let mut h = Harness::new(worker(16, 64));
+    // Local cache: the first block of content 10 (request 1 computes 4 tokens + 1 sampled, registers 1).
+    h.enqueue(request(1, &[(10, 4)], 1), 0);
+    h.step();
+    // Request 2: 20 tokens (content 10), another worker held its first 3 blocks. Local hit 1 block;
+    // blocks 1 and 2 were elsewhere → tokens [4, 12) misrouted; blocks 3 and 4 are new content.
+    h.enqueue(request(2, &[(10, 20)], 1), 3);
+    let (batch, done) = h.step();
+    assert_eq!(batch, [(2, 16)]);
+    assert_eq!(tokens(&done[0], RecomputeCause::Misrouted), 8);
+    assert_eq!(done[0].recompute.total_tokens(), 8);
+}
+
+#[test]
+fn blocks_this_worker_evicted_are_charged_to_eviction() {
+    let mut h = Harness::new(worker(4, 64));
+    // Request 1 caches 2 blocks of content 10 (h0 in block 0, h1 in block 1). Freed tail first, the free
+    // queue is then [2, 3, 1, 0]: the never-used blocks, then h1, then h0.
+    h.enqueue(request(1, &[(10, 8)], 1), 0);
+    h.step();
+    // Request 2 (12 tokens of other content) takes 3 blocks from the head: 2, 3 and 1, evicting h1.
+    h.enqueue(request(2, &[(20, 12)], 1), 0);
+    h.step();
+    assert_eq!(h.w.pool.evictions(), 1);
+    // Request 3 repeats content 10 and adds 4 new tokens; another worker held its first 2 blocks. h0 is
+    // still cached here (1 block hit); h1 was held elsewhere too, but this worker had it and evicted it,
+    // so [4, 8) is charged to eviction. Block 2 is new content: the other worker could not have held it.
+    h.enqueue(request(3, &[(10, 8), (30, 4)], 1), 2);
+    let (batch, done) = h.step();
+    assert_eq!(batch, [(3, 8)]);
+    assert_eq!(done[0].cached_at_admission, Some(4));
+    assert_eq!(tokens(&done[0], RecomputeCause::Evicted), 4);
+    assert_eq!(done[0].recompute.total_tokens(), 4);
+}
+
+#[test]
+fn new_work_waits_when_its_uncached_part_does_not_fit() {
+    let mut h = Harness::new(worker(4, 64));
+    h.enqueue(request(1, &[(10, 12)], 5), 0);
+    h.enqueue(request(2, &[(20, 8)], 1), 0);
+    // Request 1 takes 3 of the 4 blocks; request 2 needs 2: it waits, FCFS, although the budget is free.
+    assert_eq!(h.step().0, [(1, 12)]);
+    assert_eq!(h.waiting_ids(), [2]);
+    assert!(h.w.can_ever_fit(8, 1));
+    assert!(
+        !h.w.can_ever_fit(16, 2),
+        "16 + 2 − 1 = 17 tokens need 5 blocks of 4"
+    );
+}
+
+#[test]
+fn admission_stops_when_the_step_budget_is_spent() {
+    let mut h = Harness::new(worker(16, 8));
+    for id in 1..=3 {
+        h.enqueue(request(id, &[(10 * id, 5)], 1), 0);
+    }
+    // Budget 8: request 1's 5 tokens, then 3 of request 2's (a chunk); nothing is left for request 3.
+    assert_eq!(h.start(), [(1, 5), (2, 3)]);
+    assert_eq!(h.waiting_ids(), [3]);
+    h.finish();
+    // Step 2: request 2's last 2 tokens first (it is running), then request 3's 5.
+    assert_eq!(h.start(), [(2, 2), (3, 5)]);
+}
+
+#[test]
+fn the_activation_reserve_is_the_runtime_plus_a_full_steps_activations_and_logits() {
+    // Llama-3.1-8B: hidden 4096, intermediate 14336, vocabulary 128256. At the default 8,192-token budget
+    // and 256 sequences, on one GPU:
+    //   1 GiB                                  = 1,073,741,824
+    //   8192 × (4 × 4096 + 2 × 14336) × 2 B    =   738,197,504
+    //   256 × 128256 × 4 B                     =   131,334,144
+    //                                  total   = 1,943,273,472 bytes.
+    let params = EngineParams::default();
+    let tp1 = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16);
+    assert_eq!(activation_reserve_bytes(&tp1, &params), 1_943_273_472.0);
+    // At TP 2 each GPU holds half of the hidden activations; the runtime and the logits stay whole:
+    // 1,073,741,824 + 369,098,752 + 131,334,144.
+    let tp2 = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, 2, Precision::Bf16);
+    assert_eq!(activation_reserve_bytes(&tp2, &params), 1_574_174_720.0);
+}
