@@ -180,23 +180,30 @@ pub const METRICS: [(&str, bool); 20] = [
     ("retried", true),
 ];
 
+/// The headline numbers of one run. A statistic of an empty set (no request completed, no prompt token
+/// served) is NaN here: `–` in the tables, empty in the CSV, `null` in the JSON — never 0.
 fn headline(label: &str, s: &Summary) -> Headline {
     let max_share = s.workers.iter().map(|w| w.share).fold(0.0, f64::max);
+    let stat = |d: &crate::metrics::summary::Dist, v: f64| if d.count > 0 { v } else { f64::NAN };
     let values = [
         s.requests.completed as f64,
         s.requests.failed as f64,
         s.requests.rejected as f64,
-        s.ttft_ms.p50,
-        s.ttft_ms.p95,
-        s.ttft_ms.p99,
-        s.tpot_ms.p50,
-        s.tpot_ms.p95,
-        s.e2e_ms.p95,
-        s.queue_ms.p95,
+        stat(&s.ttft_ms, s.ttft_ms.p50),
+        stat(&s.ttft_ms, s.ttft_ms.p95),
+        stat(&s.ttft_ms, s.ttft_ms.p99),
+        stat(&s.tpot_ms, s.tpot_ms.p50),
+        stat(&s.tpot_ms, s.tpot_ms.p95),
+        stat(&s.e2e_ms, s.e2e_ms.p95),
+        stat(&s.queue_ms, s.queue_ms.p95),
         s.throughput.requests_per_s,
         s.throughput.output_tokens_per_s,
         s.goodput.fraction,
-        s.prefix_cache.hit_rate,
+        if s.prefix_cache.prompt_tokens > 0 {
+            s.prefix_cache.hit_rate
+        } else {
+            f64::NAN
+        },
         s.recompute.tokens as f64,
         s.recompute.gpu_seconds,
         max_share,
@@ -249,7 +256,7 @@ impl Comparison {
             .map(|r| {
                 r.metrics
                     .iter()
-                    .filter(|(k, _)| base[*k] != 0.0)
+                    .filter(|(k, v)| base[*k] != 0.0 && base[*k].is_finite() && v.is_finite())
                     .map(|(k, v)| (*k, round(v / base[k] - 1.0, 6)))
                     .collect()
             })
@@ -289,8 +296,15 @@ impl Comparison {
                 r.view.clone().unwrap_or_default(),
             ];
             for (k, _) in METRICS {
-                row.push(format_value(r.metrics[k]));
-                row.push(format_value(d[k]));
+                let cell = |v: f64| {
+                    if v.is_nan() {
+                        String::new()
+                    } else {
+                        format_value(v)
+                    }
+                };
+                row.push(cell(r.metrics[k]));
+                row.push(cell(d[k]));
             }
             w.write_record(&row).expect("in-memory CSV");
         }
@@ -339,7 +353,9 @@ impl Comparison {
 }
 
 fn format_value(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
+    if v.is_nan() {
+        "–".to_string()
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
     } else if v.abs() >= 100.0 {
         format!("{v:.1}")
@@ -403,5 +419,28 @@ ttl = "1m"
             folder_name("prefix_aware:load_weight=0.5"),
             "prefix_aware-load_weight=0.5"
         );
+    }
+
+    #[test]
+    fn statistics_of_an_empty_set_are_dashes_not_zeros() {
+        // Every prompt (100 tokens + 10 out) needs 7 blocks of 16; a worker of 2 blocks rejects them all.
+        let s = Scenario::parse(S, "t.toml", &["workers[0].kv_blocks=2".into()]).unwrap();
+        let c = resolve("round_robin,least_outstanding", &s).unwrap();
+        let outputs = run_all(&s, &c).unwrap();
+        assert!(
+            outputs[0].summary.requests.completed == 0 && outputs[0].summary.requests.rejected > 0
+        );
+        let cmp = Comparison::new(&s, &c, &outputs);
+        let md = cmp.to_markdown();
+        let ttft = md.lines().find(|l| l.starts_with("| ttft_p95_ms")).unwrap();
+        assert_eq!(ttft, "| ttft_p95_ms ↓ | – | – |");
+        let hit = md
+            .lines()
+            .find(|l| l.starts_with("| prefix_hit_rate"))
+            .unwrap();
+        assert_eq!(hit, "| prefix_hit_rate ↑ | – | – |");
+        assert!(cmp.to_json().contains("\"ttft_p95_ms\": null"));
+        let csv = String::from_utf8(cmp.to_csv()).unwrap();
+        assert!(!csv.contains("NaN"), "{csv}");
     }
 }
