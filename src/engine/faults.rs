@@ -29,11 +29,6 @@ impl Simulation {
         }
     }
 
-    /// Whether some fault picks its worker by the conversations it holds.
-    pub(super) fn targets_sessions(&self) -> bool {
-        self.plan.iter().any(|f| f.targets == Targets::MostSessions)
-    }
-
     fn workers_up(&self) -> u32 {
         self.truth.iter().filter(|t| **t == Truth::Up).count() as u32
     }

@@ -20,7 +20,7 @@ pub mod queue;
 
 use rustc_hash::FxHashSet;
 
-use crate::faults::{FaultPlan, PlannedFault, Symptom};
+use crate::faults::{FaultPlan, PlannedFault, Symptom, Targets};
 use crate::gateway::{Gateway, GatewaySpec, SessionState};
 use crate::hardware::{PerfModel, StepShape};
 use crate::metrics::record::{Outcome, RequestRecord};
@@ -137,6 +137,9 @@ pub struct Simulation {
     lost: FxHashSet<u64>,
     /// Pending foreground events.
     foreground: u64,
+    /// Whether the gateway records where each conversation lives (worker-held session state, or a
+    /// fault aimed at the worker with the most sessions); decided once, when the faults are set.
+    track_sessions: bool,
     /// Check every worker's conservation laws after each of its steps (`--check-invariants`).
     check_every_step: bool,
 }
@@ -198,6 +201,8 @@ impl Simulation {
         self.hit = vec![Vec::new(); plan.faults.len()];
         self.plan = plan.faults;
         self.starts = starts;
+        self.track_sessions = self.gateway.spec.session_state == SessionState::Worker
+            || self.plan.iter().any(|f| f.targets == Targets::MostSessions);
         let up = self.truth.iter().filter(|t| **t == Truth::Up).count();
         self.collector.on_workers_up(SimTime::ZERO, up as u32);
     }
@@ -240,6 +245,7 @@ impl Simulation {
             starts: Vec::new(),
             lost: FxHashSet::default(),
             foreground: 0,
+            track_sessions: false,
             check_every_step: false,
         }
     }
@@ -435,7 +441,7 @@ impl Simulation {
                 outstanding,
             );
         }
-        if self.gateway.tracks_sessions(self.targets_sessions()) {
+        if self.track_sessions {
             self.gateway
                 .on_routed(&seq.request, w, self.workers[w].epoch, self.now);
         }

@@ -366,12 +366,6 @@ impl Gateway {
         }
     }
 
-    /// Whether the gateway must track conversations (worker-held state, or a fault that targets the
-    /// worker with the most sessions).
-    pub fn tracks_sessions(&self, most_sessions_faults: bool) -> bool {
-        most_sessions_faults || self.spec.session_state == SessionState::Worker
-    }
-
     /// For `session_state = "worker"`: the worker that holds this turn's conversation, if it must go
     /// there, or `None` — with the request rewritten as a new, shorter conversation (`reset` true) if
     /// that state was lost. Idempotent over retries: `dropped` counts the segments already removed from

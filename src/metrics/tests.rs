@@ -6,11 +6,11 @@ use super::record::{Outcome, Recompute, RequestRecord};
 use crate::scenario::Slo;
 use crate::time::{SimDuration, SimTime};
 
-fn ms(v: u64) -> SimTime {
+pub(super) fn ms(v: u64) -> SimTime {
     SimTime(v * 1_000_000)
 }
 
-fn completed(
+pub(super) fn completed(
     id: u64,
     arrival_ms: u64,
     first_token_ms: u64,

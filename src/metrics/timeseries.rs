@@ -337,29 +337,9 @@ mod tests {
     #[test]
     fn queueing_is_split_across_windows() {
         let mut ts = TimeSeries::new(MetricsSpec::default());
-        let r = RequestRecord {
-            id: 1,
-            session: None,
-            turn: None,
-            worker: Some(0),
-            arrival: SimTime(5_000_000_000),
-            first_scheduled: Some(SimTime(25_000_000_000)),
-            first_token: Some(SimTime(26_000_000_000)),
-            finished: SimTime(30_000_000_000),
-            prompt_tokens: 10,
-            output_tokens: 2,
-            cached_tokens: 5,
-            prefill_tokens: 5,
-            recompute: Default::default(),
-            preemptions: 0,
-            retries: 0,
-            migrations: 0,
-            timeouts: 0,
-            loaded_tokens: 0,
-            session_reset: false,
-            outcome: Outcome::Completed,
-            reason: None,
-        };
+        // Arrives at 5 s, first step at 25 s, first token at 26 s, done at 30 s.
+        let mut r = crate::metrics::tests::completed(1, 5_000, 26_000, 30_000, 2);
+        r.first_scheduled = Some(crate::metrics::tests::ms(25_000));
         ts.on_finished(&r);
         // Waited 5..25 s: 5 s in window 0, 10 s in window 1, 5 s in window 2.
         let q: Vec<u128> = ts.windows.iter().map(|w| w.queued_ns).collect();

@@ -487,11 +487,10 @@ impl Worker {
         self.batch.clear();
     }
 
-    /// The process starts again (cold, unless the KV survived a crash).
+    /// The process starts again (cold, unless the KV survived a crash): a new incarnation, so nothing
+    /// begun by the old one counts.
     pub fn restart(&mut self) {
-        self.epoch += 1;
-        self.in_step = false;
-        self.batch.clear();
+        self.stall();
     }
 
     /// Takes request `id` off the worker (a gateway timeout), releasing its blocks.
