@@ -742,4 +742,6 @@ impl Simulation {
 }
 
 #[cfg(test)]
+mod fault_tests;
+#[cfg(test)]
 mod tests;
