@@ -32,7 +32,7 @@ use crate::routing::{Decision, Router, RouterSpec};
 use crate::scenario::Scenario;
 use crate::time::{SimDuration, SimTime};
 use crate::worker::{Sequence, Worker, WorkerSnapshot};
-use crate::workload::{Workload, synthetic::window_end};
+use crate::workload::{BenchReport, Workload, synthetic::window_end};
 use queue::{Class, EventQueue};
 
 /// Something that happens at an instant.
@@ -110,6 +110,8 @@ pub struct RunOutput {
     pub collector: Collector,
     /// The first decisions, if the router was asked to log them.
     pub decisions: Vec<DecisionRecord>,
+    /// A benchmark workload's client-side measurements (`concurrency`), apart from the summary.
+    pub bench: Option<BenchReport>,
 }
 
 /// One simulation, from a scenario to a summary.
@@ -142,6 +144,9 @@ pub struct Simulation {
     track_sessions: bool,
     /// Check every worker's conservation laws after each of its steps (`--check-invariants`).
     check_every_step: bool,
+    /// Whether a streamed arrival is in the queue; when not, a workload that resumes after a finish
+    /// (a benchmark past its warm-up) is asked again after each finished request.
+    stream_open: bool,
 }
 
 impl Simulation {
@@ -247,6 +252,7 @@ impl Simulation {
             foreground: 0,
             track_sessions: false,
             check_every_step: false,
+            stream_open: false,
         }
     }
 
@@ -351,7 +357,9 @@ impl Simulation {
     }
 
     fn pull_arrival(&mut self) {
+        self.stream_open = false;
         if let Some(request) = self.workload.next_arrival() {
+            self.stream_open = true;
             self.schedule(
                 request.arrival,
                 Class::Arrival,
@@ -675,7 +683,11 @@ impl Simulation {
             reason,
         };
         self.collector.on_finished(&record);
-        if let Some(next) = self.workload.on_finished(&record, self.now) {
+        let follow_up = self.workload.on_finished(&record, self.now);
+        if !self.stream_open && self.workload.resumes_after_finish() {
+            self.pull_arrival();
+        }
+        if let Some(next) = follow_up {
             debug_assert!(next.arrival >= self.now);
             self.schedule(
                 next.arrival,
@@ -735,6 +747,7 @@ impl Simulation {
         );
         RunOutput {
             summary,
+            bench: self.workload.bench_report(),
             collector: self.collector,
             decisions: self.router.log,
         }

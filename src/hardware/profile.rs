@@ -309,6 +309,48 @@ pub fn resolve_among(profiles: &[Profile], key: ProfileKey) -> (Efficiency, Prov
     }
 }
 
+/// How far configuration `want` is from the fitted configuration whose efficiencies it uses, in words:
+/// `exact` for a fitted one (or a profile file of its own configuration, `given`), else the nearest fitted
+/// configuration and what differs (model, TP ratio, GPU datasheet distance, precision).
+pub fn distance_words(want: ProfileKey, given: Option<ProfileKey>) -> String {
+    let (_, prov) = resolve(want);
+    let from = match given {
+        Some(k) => k,
+        None if prov.calibrated => return "exact".into(),
+        None => match builtin()
+            .iter()
+            .find(|p| prov.profile == format!("spec-scaled from {}", p.key()))
+        {
+            Some(p) => p.key(),
+            None => return "no fitted profile (published defaults)".into(),
+        },
+    };
+    if from == want {
+        return "exact".into();
+    }
+    let [model, tp, gpu, precision] = distance(from, want);
+    let mut parts = Vec::new();
+    if model > 0.0 {
+        parts.push(format!(
+            "model {} (|ln ratio of active parameters| {model:.2})",
+            from.model.as_str()
+        ));
+    }
+    if tp > 0.0 {
+        parts.push(format!("TP {} (|log2 ratio| {tp:.0})", from.tp));
+    }
+    if gpu > 0.0 {
+        parts.push(format!(
+            "GPU {} (datasheet log-distance {gpu:.2})",
+            from.gpu.as_str()
+        ));
+    }
+    if precision > 0.0 {
+        parts.push(format!("precision {}", from.precision.as_str()));
+    }
+    format!("from {from}: {}", parts.join(", "))
+}
+
 /// How far profile `p` is from configuration `want`, compared lexicographically: model (0 for the same one,
 /// else the log-ratio of active parameters), TP (log2-ratio), GPU (log-ratios of BF16 peak and memory
 /// bandwidth), precision (0 or 1).
