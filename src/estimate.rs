@@ -5,7 +5,7 @@
 //! each sending its next request when the previous one completes, as `vllm bench serve --max-concurrency C`
 //! does: through the benchmark client and API server ([`crate::workload::frontend`], on with its published
 //! costs), after a warm-up request, and with the benchmark's own definitions of TTFT, TPOT and ITL
-//! ([`crate::workload::bench`]). Either way the requests go through [`Simulation`]: the estimate and a
+//! ([`crate::metrics::bench`]). Either way the requests go through [`Simulation`]: the estimate and a
 //! scenario run cannot disagree.
 
 use serde::Serialize;
@@ -14,12 +14,13 @@ use crate::config::PositiveInt;
 use crate::engine::Simulation;
 use crate::hardware::{GpuId, ModelId, Precision, Profile, ProfileKey};
 use crate::metrics::Summary;
+use crate::metrics::bench::BenchReport;
 use crate::metrics::summary::round;
 use crate::routing::RouterSpec;
 use crate::scenario::{Scenario, Slo, WorkerGroup};
 use crate::time::SimDuration;
 use crate::workload::dist::{DistKind, LengthSpec};
-use crate::workload::{BenchReport, FrontendSpec, WorkloadKind, WorkloadSpec};
+use crate::workload::{FrontendSpec, WorkloadKind, WorkloadSpec};
 
 /// What to estimate.
 #[derive(Clone, Debug)]
@@ -233,7 +234,7 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
             req.frontend,
         )?,
     };
-    let stats = |d: &crate::workload::bench::BenchStat| Stats {
+    let stats = |d: &crate::metrics::bench::BenchStat| Stats {
         mean: round(d.mean, 6),
         p50: round(d.p50, 6),
         p99: round(d.p99, 6),

@@ -23,6 +23,7 @@ use rustc_hash::FxHashSet;
 use crate::faults::{FaultPlan, PlannedFault, Symptom, Targets};
 use crate::gateway::{Gateway, GatewaySpec, SessionState};
 use crate::hardware::{PerfModel, StepShape};
+use crate::metrics::bench::BenchReport;
 use crate::metrics::record::{Outcome, RequestRecord};
 use crate::metrics::summary::{RouterSummary, WorkerSummary, round};
 use crate::metrics::{Collector, Summary};
@@ -32,7 +33,7 @@ use crate::routing::{Decision, Router, RouterSpec};
 use crate::scenario::Scenario;
 use crate::time::{SimDuration, SimTime};
 use crate::worker::{Sequence, Worker, WorkerSnapshot};
-use crate::workload::{BenchReport, Workload, synthetic::window_end};
+use crate::workload::{Workload, synthetic::window_end};
 use queue::{Class, EventQueue};
 
 /// Something that happens at an instant.
@@ -736,7 +737,7 @@ impl Simulation {
             view: self.router.view_name().map(str::to_string),
             accuracy: self.router.accuracy.clone(),
         };
-        let summary = Summary::build(
+        let mut summary = Summary::build(
             &self.name,
             self.seed,
             router,
@@ -745,9 +746,11 @@ impl Simulation {
             end,
             self.events,
         );
+        let bench = self.workload.bench_report();
+        summary.benchmark = bench.clone();
         RunOutput {
             summary,
-            bench: self.workload.bench_report(),
+            bench,
             collector: self.collector,
             decisions: self.router.log,
         }

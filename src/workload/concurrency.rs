@@ -21,9 +21,9 @@
 use std::collections::VecDeque;
 
 use super::Workload;
-use super::bench::{BenchLog, BenchReport};
 use super::frontend::{Frontend, FrontendSpec};
 use super::synthetic::RequestSampler;
+use crate::metrics::bench::{BenchLog, BenchReport};
 use crate::metrics::record::{Outcome, RequestRecord};
 use crate::request::Request;
 use crate::rng::SimRng;

@@ -9,10 +9,9 @@
 //! - [`sessions`]: multi-turn conversations, closed or open loop, with shared system prompts.
 //! - [`trace`]: trace readers (Mooncake, Azure, BurstGPT, Vidur, fleetsim's own) and replay.
 //! - [`concurrency`]: a benchmark's closed loop, through the [`frontend`] (client dispatch, API server,
-//!   warm-up), measured as the client does ([`bench`]).
+//!   warm-up), measured as the client does ([`crate::metrics::bench`]).
 //! - [`spec`]: the scenario's `[workload]` table and the factory that builds one of the above.
 
-pub mod bench;
 pub mod concurrency;
 pub mod dist;
 pub mod frontend;
@@ -22,11 +21,11 @@ pub mod spec;
 pub mod synthetic;
 pub mod trace;
 
+use crate::metrics::bench::BenchReport;
 use crate::metrics::record::RequestRecord;
 use crate::request::Request;
 use crate::time::SimTime;
 
-pub use bench::BenchReport;
 pub use concurrency::ClosedLoop;
 pub use frontend::FrontendSpec;
 pub use sessions::{SessionConfig, SessionMode, Sessions};

@@ -8,9 +8,12 @@
 //! (linear interpolation between order statistics). The warm-up request it sends first is not counted:
 //! [`BenchReport::warmup`] holds it apart.
 //!
-//! Invariant: every request in the report completed; `ttft ≤ e2e` for each.
+//! Invariant: every request in the report completed; `ttft ≤ e2e` for each. Reported values are rounded
+//! to 6 decimals (as `summary.json`'s), so the same run gives the same bytes.
 
 use serde::Serialize;
+
+use super::summary::round;
 
 /// Mean and percentiles of one latency over the benchmark's requests, ms.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -29,9 +32,9 @@ impl BenchStat {
         let mut v = values.to_vec();
         v.sort_by(f64::total_cmp);
         BenchStat {
-            mean: v.iter().sum::<f64>() / v.len() as f64,
-            p50: percentile(&v, 50.0),
-            p99: percentile(&v, 99.0),
+            mean: round(v.iter().sum::<f64>() / v.len() as f64, 6),
+            p50: round(percentile(&v, 50.0), 6),
+            p99: round(percentile(&v, 99.0), 6),
         }
     }
 }
@@ -118,18 +121,21 @@ impl BenchLog {
             ttft_ms: BenchStat::of(&self.ttft),
             tpot_ms: BenchStat::of(&self.tpot),
             itl_mean_ms: if self.gaps > 0 {
-                self.gaps_ms / self.gaps as f64
+                round(self.gaps_ms / self.gaps as f64, 6)
             } else {
                 0.0
             },
             e2e_ms: BenchStat::of(&self.e2e),
-            duration_s,
+            duration_s: round(duration_s, 9),
             output_tokens_per_s: if duration_s > 0.0 {
-                self.output_tokens as f64 / duration_s
+                round(self.output_tokens as f64 / duration_s, 6)
             } else {
                 0.0
             },
-            warmup: self.warmup.clone(),
+            warmup: self.warmup.as_ref().map(|w| Warmup {
+                ttft_ms: round(w.ttft_ms, 6),
+                e2e_ms: round(w.e2e_ms, 6),
+            }),
         }
     }
 }
@@ -160,12 +166,12 @@ mod tests {
         log.record_warmup(0.0, 5.0, 6.0);
         let r = log.report();
         assert_eq!(r.requests, 3);
-        assert!((r.tpot_ms.mean - 20.0).abs() < 1e-9, "{r:?}");
+        assert!((r.tpot_ms.mean - 20.0).abs() < 1e-6, "{r:?}");
         // Gaps: 100 ms over 10 and 30 ms over 1: 130 / 11.
-        assert!((r.itl_mean_ms - 130.0 / 11.0).abs() < 1e-9);
-        assert!((r.ttft_ms.mean - (100.0 + 50.0 + 10.0) / 3.0).abs() < 1e-9);
-        assert!((r.duration_s - 1.04).abs() < 1e-12);
-        assert!((r.output_tokens_per_s - 14.0 / 1.04).abs() < 1e-9);
+        assert!((r.itl_mean_ms - 130.0 / 11.0).abs() < 1e-6);
+        assert!((r.ttft_ms.mean - (100.0 + 50.0 + 10.0) / 3.0).abs() < 1e-6);
+        assert!((r.duration_s - 1.04).abs() < 1e-9);
+        assert!((r.output_tokens_per_s - 14.0 / 1.04).abs() < 1e-6);
         assert_eq!(r.warmup.unwrap().ttft_ms, 5000.0);
     }
 }
