@@ -187,3 +187,37 @@ fn a_fixed_length_closed_loop_is_not_in_lock_step() {
     assert_eq!(real.requests, 16 * 8);
     assert!(lock.warmup_ttft_ms.is_none());
 }
+
+/// A bad `[workload.frontend]` value names the file, the line and the key; the table belongs to
+/// `concurrency` only.
+#[test]
+fn frontend_errors_name_line_and_key() {
+    let err = |text: &str| {
+        Scenario::parse(text, "c.toml", &[])
+            .unwrap_err()
+            .to_string()
+    };
+    let bad = CLOSED.replace(
+        "frontend = { enabled = false }",
+        "frontend = { token = \"fast\" }",
+    );
+    let line = bad.lines().position(|l| l.starts_with("frontend")).unwrap() + 1;
+    let e = err(&bad);
+    assert!(
+        e.starts_with(&format!("c.toml:{line}")) && e.contains("fast"),
+        "{e}"
+    );
+    let e = err(&CLOSED.replace(
+        "frontend = { enabled = false }",
+        "frontend = { tokens = \"1ms\" }",
+    ));
+    assert!(e.contains("tokens"), "{e}");
+    let e = err(&CLOSED
+        .replace("kind = \"concurrency\"", "kind = \"poisson\"\nrate = 2.0")
+        .replace("clients = 24\n", "")
+        .replace("requests = 4000\n", ""));
+    assert!(
+        e.contains("workload.frontend: does not apply to kind = \"poisson\""),
+        "{e}"
+    );
+}
