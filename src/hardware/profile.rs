@@ -492,6 +492,35 @@ mod tests {
     }
 
     #[test]
+    fn the_distance_from_a_fitted_configuration_is_said_in_words() {
+        let k = |gpu, model, tp, precision| key(gpu, model, tp, precision);
+        assert_eq!(
+            distance_words(
+                k(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16),
+                None
+            ),
+            "exact"
+        );
+        // H200 70B TP 1 FP8 borrows H200 70B TP 4 BF16: two TP doublings and the precision differ.
+        let w = distance_words(
+            k(GpuId::H200, ModelId::Llama31_70b, 1, Precision::Fp8),
+            None,
+        );
+        assert_eq!(
+            w,
+            "from h200/llama-3.1-70b/tp4/bf16: TP 4 (|log2 ratio| 2), precision bf16"
+        );
+        // A profile file of the configuration itself is exact; of another, the difference is named.
+        let own = k(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Fp8);
+        assert_eq!(distance_words(own, Some(own)), "exact");
+        let w = distance_words(
+            own,
+            Some(k(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16)),
+        );
+        assert!(w.ends_with("precision bf16"), "{w}");
+    }
+
+    #[test]
     fn no_profile_at_all_means_published_defaults() {
         let (e, p) = resolve_among(
             &[],
