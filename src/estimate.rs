@@ -3,20 +3,24 @@
 //! Without a concurrency the numbers are those of a single request on an idle worker. With
 //! `concurrency = C` they are measured over a closed-loop run of C clients (the `concurrency` workload),
 //! each sending its next request when the previous one completes, as `vllm bench serve --max-concurrency C`
-//! does. Either way the requests go through [`Simulation`]: the estimate and a scenario run cannot disagree.
+//! does: through the benchmark client and API server ([`crate::workload::frontend`], on with its published
+//! costs), after a warm-up request, and with the benchmark's own definitions of TTFT, TPOT and ITL
+//! ([`crate::metrics::bench`]). Either way the requests go through [`Simulation`]: the estimate and a
+//! scenario run cannot disagree.
 
 use serde::Serialize;
 
 use crate::config::PositiveInt;
 use crate::engine::Simulation;
-use crate::hardware::{GpuId, ModelId, Precision, Profile};
+use crate::hardware::{GpuId, ModelId, Precision, Profile, ProfileKey};
 use crate::metrics::Summary;
+use crate::metrics::bench::BenchReport;
 use crate::metrics::summary::round;
 use crate::routing::RouterSpec;
 use crate::scenario::{Scenario, Slo, WorkerGroup};
 use crate::time::SimDuration;
 use crate::workload::dist::{DistKind, LengthSpec};
-use crate::workload::{WorkloadKind, WorkloadSpec};
+use crate::workload::{FrontendSpec, WorkloadKind, WorkloadSpec};
 
 /// What to estimate.
 #[derive(Clone, Debug)]
@@ -38,6 +42,8 @@ pub struct EstimateRequest {
     /// The engine's sequence cap (default: vLLM's 256); raise it to measure a large-batch engine's
     /// maximum throughput.
     pub max_num_seqs: Option<u32>,
+    /// The client/API-server path (default: on, with published costs; `enabled = false`: lock step).
+    pub frontend: FrontendSpec,
 }
 
 /// Mean and percentiles of a latency, ms.
@@ -58,6 +64,8 @@ pub struct Estimate {
     /// The step-time profile used (as in `summary.json`'s `workers[]`).
     pub profile: String,
     pub calibrated: bool,
+    /// How far the configuration is from the profile's fitted one, in words (`exact` when fitted).
+    pub profile_distance: String,
     pub prompt_tokens: u32,
     pub output_tokens: u32,
     /// Clients of the closed-loop run (1: a single request).
@@ -75,6 +83,10 @@ pub struct Estimate {
     pub output_tokens_per_s: f64,
     pub ttft_ms: Stats,
     pub tpot_ms: Stats,
+    /// Mean inter-token latency over every gap of every request, ms.
+    pub itl_mean_ms: f64,
+    /// The benchmark's warm-up request (client path on), kept out of the statistics.
+    pub warmup_ttft_ms: Option<f64>,
 }
 
 impl Estimate {
@@ -105,7 +117,11 @@ impl Estimate {
             self.output_tokens,
             self.concurrency
         );
-        let _ = writeln!(o, "Step times: {calibrated} ({}).\n", self.profile);
+        let _ = writeln!(
+            o,
+            "Step times: {calibrated} ({}; distance from a fitted configuration: {}).\n",
+            self.profile, self.profile_distance
+        );
         let _ = writeln!(o, "| metric | value |\n|---|---:|");
         let _ = writeln!(o, "| prefill (idle worker) | {:.2} ms |", self.prefill_ms);
         let _ = writeln!(
@@ -122,7 +138,15 @@ impl Estimate {
                 s.mean, s.p50, s.p99
             );
         }
-        let _ = writeln!(o, "\nRequests simulated: {}.", self.requests);
+        let _ = writeln!(o, "| ITL mean | {:.2} ms |", self.itl_mean_ms);
+        if let Some(w) = self.warmup_ttft_ms {
+            let _ = writeln!(o, "| warm-up request TTFT (not counted) | {w:.2} ms |");
+        }
+        let _ = writeln!(
+            o,
+            "\nRequests measured: {} (TTFT, TPOT = (E2E − TTFT)/(output − 1) and ITL as `vllm bench serve` defines them).",
+            self.requests
+        );
         o
     }
 }
@@ -135,14 +159,16 @@ fn fixed(tokens: u32) -> LengthSpec {
     }
 }
 
-/// Runs `clients` closed-loop clients sending `requests` requests to one worker of `group`.
+/// Runs `clients` closed-loop clients sending `requests` requests to one worker of `group` through
+/// `frontend`; the summary and the client's own measurements.
 fn simulate(
     group: &WorkerGroup,
     prompt: u32,
     output: u32,
     clients: u32,
     requests: u32,
-) -> Result<Summary, String> {
+    frontend: FrontendSpec,
+) -> Result<(Summary, BenchReport), String> {
     let scenario = Scenario {
         name: "estimate".into(),
         seed: 0,
@@ -156,6 +182,7 @@ fn simulate(
             requests: Some(PositiveInt(requests)),
             prompt: Some(fixed(prompt)),
             output: Some(fixed(output)),
+            frontend: Some(frontend),
             ..WorkloadSpec::default()
         },
         router: RouterSpec::default(),
@@ -167,16 +194,17 @@ fn simulate(
         metrics: Default::default(),
     };
     scenario.validate().map_err(|(_, message)| message)?;
-    let summary = Simulation::from_scenario(&scenario)?
-        .run(&mut |_| {})
-        .summary;
-    if summary.requests.completed != u64::from(requests) {
+    let out = Simulation::from_scenario(&scenario)?.run(&mut |_| {});
+    let bench = out
+        .bench
+        .expect("a concurrency workload reports its client's measurements");
+    if bench.requests != u64::from(requests) {
         return Err(format!(
-            "a request of {prompt} + {output} tokens does not fit the worker's KV cache ({} of {requests} rejected)",
-            summary.requests.rejected
+            "a request of {prompt} + {output} tokens does not fit the worker's KV cache ({} rejected)",
+            out.summary.requests.rejected
         ));
     }
-    Ok(summary)
+    Ok((out.summary, bench))
 }
 
 /// Estimates `req`, or says why it cannot (the model does not fit, a request is longer than the KV cache).
@@ -189,22 +217,27 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
         group.max_num_seqs = PositiveInt(n.max(1));
     }
     let perf = group.perf();
-    let idle = simulate(&group, req.prompt, req.output, 1, 1)?;
+    let engine_only = FrontendSpec {
+        enabled: false,
+        ..FrontendSpec::default()
+    };
+    let (idle, _) = simulate(&group, req.prompt, req.output, 1, 1, engine_only)?;
     let clients = req.concurrency.unwrap_or(1);
-    let loaded = match req.concurrency {
-        None => idle.clone(),
+    let (_, loaded) = match req.concurrency {
+        None => simulate(&group, req.prompt, req.output, 1, 1, req.frontend)?,
         Some(c) => simulate(
             &group,
             req.prompt,
             req.output,
             c,
             req.requests.unwrap_or(c.saturating_mul(10)),
+            req.frontend,
         )?,
     };
-    let stats = |d: &crate::metrics::summary::Dist| Stats {
-        mean: d.mean,
-        p50: d.p50,
-        p99: d.p99,
+    let stats = |d: &crate::metrics::bench::BenchStat| Stats {
+        mean: round(d.mean, 6),
+        p50: round(d.p50, 6),
+        p99: round(d.p99, 6),
     };
     let context = u64::from(req.prompt) + u64::from(req.output) / 2;
     Ok(Estimate {
@@ -214,19 +247,30 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
         precision: req.precision.as_str().into(),
         profile: perf.provenance.profile.clone(),
         calibrated: perf.provenance.calibrated,
+        profile_distance: crate::hardware::profile::distance_words(
+            ProfileKey {
+                gpu: req.gpu,
+                model: req.model,
+                tp: req.tp,
+                precision: req.precision,
+            },
+            req.profile.as_ref().map(|(_, p)| p.key()),
+        ),
         prompt_tokens: req.prompt,
         output_tokens: req.output,
         concurrency: clients,
-        requests: loaded.requests.completed,
+        requests: loaded.requests,
         prefill_ms: idle.ttft_ms.mean,
         decode_step_ms: round(
             perf.decode_step_seconds(u64::from(clients), context) * 1e3,
             6,
         ),
         kv_capacity_tokens: u64::from(group.kv_blocks()?) * u64::from(group.block_size.0),
-        output_tokens_per_s: loaded.throughput.output_tokens_per_s,
+        output_tokens_per_s: round(loaded.output_tokens_per_s, 6),
         ttft_ms: stats(&loaded.ttft_ms),
         tpot_ms: stats(&loaded.tpot_ms),
+        itl_mean_ms: round(loaded.itl_mean_ms, 6),
+        warmup_ttft_ms: loaded.warmup.as_ref().map(|w| round(w.ttft_ms, 6)),
     })
 }
 
@@ -246,6 +290,7 @@ mod tests {
             requests: None,
             profile: None,
             max_num_seqs: None,
+            frontend: FrontendSpec::default(),
         }
     }
 
@@ -255,7 +300,11 @@ mod tests {
         assert!(e.calibrated);
         assert_eq!(e.profile, "h100/llama-3.1-8b/tp1/bf16");
         assert_eq!((e.concurrency, e.requests), (1, 1));
-        assert_eq!(e.ttft_ms.mean, e.prefill_ms);
+        // The client also waits for the API server (1 ms per request + 1 µs × 1,000 prompt tokens) and
+        // the first token's delivery (0.6 ms): 2.6 ms on top of the engine's prefill.
+        assert!((e.ttft_ms.mean - e.prefill_ms - 2.6).abs() < 1e-6, "{e:?}");
+        assert!(e.warmup_ttft_ms.is_some());
+        assert_eq!(e.profile_distance, "exact");
         // Every decode step of a lone request sees about the same context: TPOT ≈ one step.
         assert!(
             (e.tpot_ms.mean / e.decode_step_ms - 1.0).abs() < 0.02,

@@ -212,6 +212,12 @@ impl ExternalPoint {
             requests,
             profile: None,
             max_num_seqs,
+            // The published points come from engine-level harnesses (TensorRT-LLM's benchmark) or a
+            // single client, whose TPOT a frontend's constant delivery delay does not change.
+            frontend: crate::workload::FrontendSpec {
+                enabled: false,
+                ..Default::default()
+            },
         })?;
         let predicted = match self.measure {
             Measure::Ttft { .. } => e.ttft_ms.mean,

@@ -17,6 +17,8 @@ pub(super) struct Args {
     pub output: u32,
     pub concurrency: Option<u32>,
     pub requests: Option<u32>,
+    /// Leave out the benchmark client, API server and warm-up (the engine alone, in lock step).
+    pub no_frontend: bool,
 }
 
 /// Estimates `a`, with the step times of the profile file `profile` if given; prints JSON or a table.
@@ -37,6 +39,10 @@ pub(super) fn estimate(a: Args, profile: Option<&Path>, json: bool) -> Result<()
         requests: a.requests,
         profile,
         max_num_seqs: None,
+        frontend: crate::workload::FrontendSpec {
+            enabled: !a.no_frontend,
+            ..Default::default()
+        },
     })
     .map_err(anyhow::Error::msg)?;
     print!("{}", if json { e.to_json() } else { e.to_markdown() });

@@ -121,6 +121,10 @@ pub enum Command {
         /// Use this profile file instead of the built-in one.
         #[arg(long)]
         profile: Option<PathBuf>,
+        /// Leave out the benchmark client's dispatch, the API server's costs and the warm-up request: the
+        /// engine alone, every client sending at the same instant.
+        #[arg(long)]
+        no_frontend: bool,
         /// Print JSON instead of the table.
         #[arg(long)]
         json: bool,
@@ -354,6 +358,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             concurrency,
             requests,
             profile,
+            no_frontend,
             json,
         } => estimate::estimate(
             estimate::Args {
@@ -365,6 +370,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
                 output,
                 concurrency,
                 requests,
+                no_frontend,
             },
             profile.as_deref(),
             json,

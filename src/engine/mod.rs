@@ -23,6 +23,7 @@ use rustc_hash::FxHashSet;
 use crate::faults::{FaultPlan, PlannedFault, Symptom, Targets};
 use crate::gateway::{Gateway, GatewaySpec, SessionState};
 use crate::hardware::{PerfModel, StepShape};
+use crate::metrics::bench::BenchReport;
 use crate::metrics::record::{Outcome, RequestRecord};
 use crate::metrics::summary::{RouterSummary, WorkerSummary, round};
 use crate::metrics::{Collector, Summary};
@@ -110,6 +111,8 @@ pub struct RunOutput {
     pub collector: Collector,
     /// The first decisions, if the router was asked to log them.
     pub decisions: Vec<DecisionRecord>,
+    /// A benchmark workload's client-side measurements (`concurrency`), apart from the summary.
+    pub bench: Option<BenchReport>,
 }
 
 /// One simulation, from a scenario to a summary.
@@ -142,6 +145,9 @@ pub struct Simulation {
     track_sessions: bool,
     /// Check every worker's conservation laws after each of its steps (`--check-invariants`).
     check_every_step: bool,
+    /// Whether a streamed arrival is in the queue; when not, a workload that resumes after a finish
+    /// (a benchmark past its warm-up) is asked again after each finished request.
+    stream_open: bool,
 }
 
 impl Simulation {
@@ -247,6 +253,7 @@ impl Simulation {
             foreground: 0,
             track_sessions: false,
             check_every_step: false,
+            stream_open: false,
         }
     }
 
@@ -351,7 +358,9 @@ impl Simulation {
     }
 
     fn pull_arrival(&mut self) {
+        self.stream_open = false;
         if let Some(request) = self.workload.next_arrival() {
+            self.stream_open = true;
             self.schedule(
                 request.arrival,
                 Class::Arrival,
@@ -675,7 +684,11 @@ impl Simulation {
             reason,
         };
         self.collector.on_finished(&record);
-        if let Some(next) = self.workload.on_finished(&record, self.now) {
+        let follow_up = self.workload.on_finished(&record, self.now);
+        if !self.stream_open && self.workload.resumes_after_finish() {
+            self.pull_arrival();
+        }
+        if let Some(next) = follow_up {
             debug_assert!(next.arrival >= self.now);
             self.schedule(
                 next.arrival,
@@ -724,7 +737,7 @@ impl Simulation {
             view: self.router.view_name().map(str::to_string),
             accuracy: self.router.accuracy.clone(),
         };
-        let summary = Summary::build(
+        let mut summary = Summary::build(
             &self.name,
             self.seed,
             router,
@@ -733,8 +746,11 @@ impl Simulation {
             end,
             self.events,
         );
+        let bench = self.workload.bench_report();
+        summary.benchmark = bench.clone();
         RunOutput {
             summary,
+            bench,
             collector: self.collector,
             decisions: self.router.log,
         }

@@ -436,4 +436,90 @@ mod tests {
         s.add(1, 0);
         assert!(p.step_time(&s).0 >= 1);
     }
+
+    /// Every prediction is physically possible: for every GPU × model × TP × precision (the built-in
+    /// profile where fitted, else the one [`profile::resolve`] borrows) and every batch shape of a grid,
+    /// a step takes at least its FLOP bound (all its FLOPs at the GEMM tensor peak, the higher of the two)
+    /// and at least its byte bound (the weights each GPU streams plus the KV it reads and writes, at peak
+    /// HBM bandwidth). The bounds are computed here from the datasheets, not from the model's terms.
+    #[test]
+    fn no_step_beats_its_flop_or_byte_bound() {
+        let mut checked = 0;
+        for gpu in GpuId::ALL {
+            for model in ModelId::ALL {
+                for tp in [1u32, 2, 4, 8] {
+                    for precision in Precision::ALL {
+                        let m = model.spec();
+                        if m.heads % tp != 0 {
+                            continue;
+                        }
+                        let p = PerfModel::calibrated(gpu, model, tp, precision);
+                        let g = gpu.spec();
+                        let peak = match precision {
+                            Precision::Bf16 => g.bf16_flops,
+                            Precision::Fp8 => g.fp8_flops.unwrap_or(g.bf16_flops).max(g.bf16_flops),
+                        };
+                        let tpf = f64::from(tp);
+                        let bytes = precision.bytes();
+                        let kv_per_token = f64::from(m.layers)
+                            * 2.0
+                            * f64::from(m.kv_heads_per_gpu(tp))
+                            * f64::from(m.head_dim)
+                            * bytes;
+                        // (sequences, new tokens each, context each)
+                        let grid = [
+                            (1u64, 1u64, 0u64),
+                            (1, 1, 4096),
+                            (8, 1, 1024),
+                            (64, 1, 2048),
+                            (256, 1, 1024),
+                            (1, 128, 0),
+                            (1, 2048, 0),
+                            (1, 8192, 0),
+                            (2, 1024, 1024),
+                        ];
+                        for (seqs, new, context) in grid {
+                            let mut s = StepShape::default();
+                            for _ in 0..seqs {
+                                s.add(new, context);
+                            }
+                            let t = (seqs * new) as f64;
+                            let pairs = seqs as f64
+                                * (new as f64 * context as f64 + (new * new) as f64 / 2.0);
+                            let flops = (2.0 * m.active_block_params() * t
+                                + 2.0 * m.embedding_params() * seqs as f64
+                                + 4.0
+                                    * f64::from(m.layers)
+                                    * f64::from(m.heads * m.head_dim)
+                                    * pairs)
+                                / tpf;
+                            // MoE: at least the experts one token touches are read.
+                            let weights = if m.is_moe() {
+                                (m.total_params()
+                                    - f64::from(m.layers)
+                                        * f64::from(m.experts)
+                                        * m.expert_params()
+                                    - m.embedding_params())
+                                    / tpf
+                            } else {
+                                (m.total_params() - m.embedding_params()) / tpf
+                            } * bytes;
+                            let kv = kv_per_token * (seqs * (new + context)) as f64;
+                            let flop_bound = flops / peak;
+                            let byte_bound = (weights + kv) / g.memory_bw;
+                            let step = p.step_seconds(&s);
+                            assert!(
+                                step >= flop_bound.max(byte_bound),
+                                "{gpu:?} {model:?} tp{tp} {precision:?} ({}) shape {seqs}×{new}@{context}: \
+                                 step {step:.6e} s < max(FLOP bound {flop_bound:.6e}, byte bound {byte_bound:.6e})",
+                                p.provenance.profile
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 500, "{checked} shapes checked");
+    }
 }

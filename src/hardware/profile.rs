@@ -309,6 +309,48 @@ pub fn resolve_among(profiles: &[Profile], key: ProfileKey) -> (Efficiency, Prov
     }
 }
 
+/// How far configuration `want` is from the fitted configuration whose efficiencies it uses, in words:
+/// `exact` for a fitted one (or a profile file of its own configuration, `given`), else the nearest fitted
+/// configuration and what differs (model, TP ratio, GPU datasheet distance, precision).
+pub fn distance_words(want: ProfileKey, given: Option<ProfileKey>) -> String {
+    let (_, prov) = resolve(want);
+    let from = match given {
+        Some(k) => k,
+        None if prov.calibrated => return "exact".into(),
+        None => match builtin()
+            .iter()
+            .find(|p| prov.profile == format!("spec-scaled from {}", p.key()))
+        {
+            Some(p) => p.key(),
+            None => return "no fitted profile (published defaults)".into(),
+        },
+    };
+    if from == want {
+        return "exact".into();
+    }
+    let [model, tp, gpu, precision] = distance(from, want);
+    let mut parts = Vec::new();
+    if model > 0.0 {
+        parts.push(format!(
+            "model {} (|ln ratio of active parameters| {model:.2})",
+            from.model.as_str()
+        ));
+    }
+    if tp > 0.0 {
+        parts.push(format!("TP {} (|log2 ratio| {tp:.0})", from.tp));
+    }
+    if gpu > 0.0 {
+        parts.push(format!(
+            "GPU {} (datasheet log-distance {gpu:.2})",
+            from.gpu.as_str()
+        ));
+    }
+    if precision > 0.0 {
+        parts.push(format!("precision {}", from.precision.as_str()));
+    }
+    format!("from {from}: {}", parts.join(", "))
+}
+
 /// How far profile `p` is from configuration `want`, compared lexicographically: model (0 for the same one,
 /// else the log-ratio of active parameters), TP (log2-ratio), GPU (log-ratios of BF16 peak and memory
 /// bandwidth), precision (0 or 1).
@@ -447,6 +489,35 @@ mod tests {
         );
         assert_eq!(p.profile, "spec-scaled from h100/llama-3.1-8b/tp1/bf16");
         assert!(!p.calibrated);
+    }
+
+    #[test]
+    fn the_distance_from_a_fitted_configuration_is_said_in_words() {
+        let k = |gpu, model, tp, precision| key(gpu, model, tp, precision);
+        assert_eq!(
+            distance_words(
+                k(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16),
+                None
+            ),
+            "exact"
+        );
+        // H200 70B TP 1 FP8 borrows H200 70B TP 4 BF16: two TP doublings and the precision differ.
+        let w = distance_words(
+            k(GpuId::H200, ModelId::Llama31_70b, 1, Precision::Fp8),
+            None,
+        );
+        assert_eq!(
+            w,
+            "from h200/llama-3.1-70b/tp4/bf16: TP 4 (|log2 ratio| 2), precision bf16"
+        );
+        // A profile file of the configuration itself is exact; of another, the difference is named.
+        let own = k(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Fp8);
+        assert_eq!(distance_words(own, Some(own)), "exact");
+        let w = distance_words(
+            own,
+            Some(k(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16)),
+        );
+        assert!(w.ends_with("precision bf16"), "{w}");
     }
 
     #[test]

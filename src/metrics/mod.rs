@@ -3,6 +3,7 @@
 //! The [`Collector`] folds each finished request into counters and latency histograms (bounded memory:
 //! it does not keep the requests), and the [`summary`] is derived once at the end.
 
+pub mod bench;
 pub mod collector;
 pub mod record;
 pub mod recovery;

@@ -34,6 +34,11 @@ pub struct Summary {
     pub router: RouterSummary,
     pub workers: Vec<WorkerSummary>,
     pub sim: SimInfo,
+    /// A benchmark client's own measurements (`concurrency` workloads): TTFT, TPOT and ITL as
+    /// `vllm bench serve` defines them, from the client's side, with the warm-up apart. The latencies
+    /// above are the engine's (gateway arrival to token) and include the warm-up request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub benchmark: Option<super::bench::BenchReport>,
 }
 
 /// The router: its policy, its cache view, and how often its picture of the caches was wrong.
@@ -298,6 +303,7 @@ impl Summary {
                 simulated_s: round(simulated_s, 9),
                 events,
             },
+            benchmark: None,
         }
     }
 

@@ -8,21 +8,26 @@
 //! - [`synthetic`]: open-loop Poisson or gamma requests with shared-prefix groups.
 //! - [`sessions`]: multi-turn conversations, closed or open loop, with shared system prompts.
 //! - [`trace`]: trace readers (Mooncake, Azure, BurstGPT, Vidur, fleetsim's own) and replay.
+//! - [`concurrency`]: a benchmark's closed loop, through the [`frontend`] (client dispatch, API server,
+//!   warm-up), measured as the client does ([`crate::metrics::bench`]).
 //! - [`spec`]: the scenario's `[workload]` table and the factory that builds one of the above.
 
 pub mod concurrency;
 pub mod dist;
+pub mod frontend;
 pub mod rate_curve;
 pub mod sessions;
 pub mod spec;
 pub mod synthetic;
 pub mod trace;
 
+use crate::metrics::bench::BenchReport;
 use crate::metrics::record::RequestRecord;
 use crate::request::Request;
 use crate::time::SimTime;
 
 pub use concurrency::ClosedLoop;
+pub use frontend::FrontendSpec;
 pub use sessions::{SessionConfig, SessionMode, Sessions};
 pub use spec::{BuiltWorkload, ClosedLoopConfig, WorkloadKind, WorkloadSpec};
 pub use synthetic::{OpenLoop, OpenLoopConfig, RequestSampler, SharedPrefix};
@@ -35,6 +40,17 @@ pub trait Workload: Send {
     /// Told when a request has finished (in any outcome) at `now`; a closed-loop workload returns the
     /// follow-up request it causes, with an arrival time at or after `now`.
     fn on_finished(&mut self, _record: &RequestRecord, _now: SimTime) -> Option<Request> {
+        None
+    }
+
+    /// Whether [`Workload::next_arrival`] may have new arrivals after it returned `None`: the engine then
+    /// asks again after every finished request (a benchmark's clients start once its warm-up finished).
+    fn resumes_after_finish(&self) -> bool {
+        false
+    }
+
+    /// A benchmark client's own measurements (`vllm bench serve`'s definitions), if this workload is one.
+    fn bench_report(&self) -> Option<BenchReport> {
         None
     }
 

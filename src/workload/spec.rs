@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::concurrency::ClosedLoop;
 use super::dist::{DurationSpec, LengthDist, LengthSpec};
+use super::frontend::FrontendSpec;
 use super::rate_curve::{RateCurve, RateCurveSpec};
 use super::sessions::{SegmentPool, SessionConfig, SessionMode, SessionRows, Sessions};
 use super::synthetic::RequestSampler;
@@ -70,9 +71,14 @@ impl WorkloadKind {
                 "mode",
                 "max_context",
             ],
-            WorkloadKind::Concurrency => {
-                &["clients", "requests", "prompt", "output", "shared_prefix"]
-            }
+            WorkloadKind::Concurrency => &[
+                "clients",
+                "requests",
+                "prompt",
+                "output",
+                "shared_prefix",
+                "frontend",
+            ],
             WorkloadKind::Trace => &[
                 "path",
                 "format",
@@ -117,6 +123,10 @@ pub struct WorkloadSpec {
     /// Requests to send in all (`concurrency`; the scenario's `max_requests` caps every kind).
     #[serde(default)]
     pub requests: Option<PositiveInt>,
+    /// The benchmark client, API server and warm-up between the clients and the engine (`concurrency`;
+    /// default: on, with published costs).
+    #[serde(default)]
+    pub frontend: Option<FrontendSpec>,
 
     /// New conversations per second (`sessions`).
     #[serde(default)]
@@ -188,6 +198,7 @@ pub struct ClosedLoopConfig {
     pub prompt: LengthDist,
     pub output: LengthDist,
     pub shared_prefix: Option<SharedPrefix>,
+    pub frontend: FrontendSpec,
 }
 
 /// A workload ready to run, and what building it had to say (skipped trace lines).
@@ -204,7 +215,7 @@ fn at(key: &str, message: impl Into<String>) -> Field {
 
 impl WorkloadSpec {
     /// Which keys are present, by name.
-    fn present(&self) -> [(&'static str, bool); 25] {
+    fn present(&self) -> [(&'static str, bool); 26] {
         [
             ("clients", self.clients.is_some()),
             ("requests", self.requests.is_some()),
@@ -231,6 +242,7 @@ impl WorkloadSpec {
             ("speedup", self.speedup.is_some()),
             ("start", self.start.is_some()),
             ("skip_bad_lines", self.skip_bad_lines.is_some()),
+            ("frontend", self.frontend.is_some()),
         ]
     }
 
@@ -296,6 +308,7 @@ impl WorkloadSpec {
             prompt: self.length(&self.prompt, "prompt")?,
             output: self.length(&self.output, "output")?,
             shared_prefix: self.shared_prefix.clone(),
+            frontend: self.frontend.unwrap_or_default(),
         })
     }
 
@@ -432,7 +445,14 @@ impl WorkloadSpec {
                     (a, b) => a.or(b),
                 };
                 (
-                    Box::new(ClosedLoop::new(cfg.clients.0, sampler, stream(), end, cap)),
+                    Box::new(ClosedLoop::new(
+                        cfg.clients.0,
+                        sampler,
+                        stream(),
+                        end,
+                        cap,
+                        cfg.frontend,
+                    )),
                     Vec::new(),
                 )
             }

@@ -153,6 +153,10 @@ fn a_fit_to_known_step_times_predicts_them_and_drives_estimate() {
         requests: None,
         profile: Some(("mine.toml".into(), loaded)),
         max_num_seqs: None,
+        frontend: fleetsim::workload::FrontendSpec {
+            enabled: false,
+            ..Default::default()
+        },
     })
     .unwrap();
     assert_eq!(e.profile, "mine.toml");

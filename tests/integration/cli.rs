@@ -186,6 +186,13 @@ fn estimate_prints_the_contract_keys() {
     }
     assert_eq!(v["calibrated"], true);
     assert_eq!(v["concurrency"], 8);
+    assert_eq!(v["profile_distance"], "exact");
+    assert!(v["itl_mean_ms"].as_f64().is_some_and(|x| x > 0.0), "{v}");
+    // The warm-up ran alone: at least the idle prefill.
+    assert!(
+        v["warmup_ttft_ms"].as_f64().unwrap() >= v["prefill_ms"].as_f64().unwrap(),
+        "{v}"
+    );
 }
 
 #[test]

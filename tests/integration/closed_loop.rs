@@ -20,6 +20,8 @@ clients = 24
 requests = 4000
 prompt = { dist = "lognormal", median = 800, sigma = 0.6, max = 8000 }
 output = { dist = "lognormal", median = 150, sigma = 0.5, max = 1000 }
+# The queueing-law tests below need exactly C requests at the engine: no client or API-server delays.
+frontend = { enabled = false }
 "#;
 
 /// Little's law, N = X·R: with no think time exactly C requests are in flight until the clients stop, so
@@ -98,6 +100,10 @@ fn concurrency_one_is_exactly_what_the_step_time_model_says() {
         requests: Some(5),
         profile: None,
         max_num_seqs: None,
+        frontend: fleetsim::workload::FrontendSpec {
+            enabled: false,
+            ..Default::default()
+        },
     })
     .unwrap();
     assert_eq!(e.requests, 5);
@@ -115,9 +121,103 @@ fn concurrency_one_is_exactly_what_the_step_time_model_says() {
     );
     // Tokens 2..=output come from decode steps whose context grows from `prompt` by one each step.
     let decode: u64 = (0..output - 1).map(|i| step(1, prompt + i)).sum();
-    assert_eq!(
-        e.tpot_ms.mean,
-        ms(decode / u64::from(output - 1)),
-        "TPOT is the mean decode step"
+    // The client computes TPOT in float ms per request; the step sum in whole ns: within a nanosecond.
+    assert!(
+        (e.tpot_ms.mean - ms(decode / u64::from(output - 1))).abs() <= 2e-6,
+        "TPOT is the mean decode step: {}",
+        e.tpot_ms.mean
+    );
+}
+
+fn bench_estimate(output: u32, concurrency: u32, frontend: bool) -> fleetsim::estimate::Estimate {
+    use fleetsim::estimate::{EstimateRequest, estimate};
+    use fleetsim::hardware::{GpuId, ModelId, Precision};
+    estimate(&EstimateRequest {
+        gpu: GpuId::H100,
+        model: ModelId::Llama31_8b,
+        tp: 1,
+        precision: Precision::Bf16,
+        prompt: 1024,
+        output,
+        concurrency: Some(concurrency),
+        requests: Some(concurrency * 8),
+        profile: None,
+        max_num_seqs: None,
+        frontend: fleetsim::workload::FrontendSpec {
+            enabled: frontend,
+            ..Default::default()
+        },
+    })
+    .unwrap()
+}
+
+/// vllm-project/vllm#13412 (Llama-3.3-70B, 3,100-token prompts, concurrency 32): at a fixed concurrency and
+/// prompt length, mean TTFT falls as the output grows. With one output token every client re-sends a prompt
+/// as soon as its last one is prefilled, so the engine is a queue of prompts; with longer outputs a request
+/// spends more steps decoding per prompt, fewer prompts arrive per step and each new request shares its
+/// first step with fewer others.
+#[test]
+fn mean_ttft_falls_as_the_output_grows_at_fixed_concurrency() {
+    let ttft: Vec<f64> = [1, 4, 16]
+        .iter()
+        .map(|&o| bench_estimate(o, 32, true).ttft_ms.mean)
+        .collect();
+    assert!(ttft[0] > ttft[1] && ttft[1] > ttft[2], "mean TTFT {ttft:?}");
+}
+
+/// Fixed lengths and C clients: with the benchmark client and API server in the loop the clients are not in
+/// lock step, so TTFTs spread (p99 > p50) and the mean is below the lock-step loop's, where every client's
+/// prompt is sent at the same instant as all the others and waits for them to be prefilled. The warm-up is
+/// reported apart.
+#[test]
+fn a_fixed_length_closed_loop_is_not_in_lock_step() {
+    let real = bench_estimate(256, 16, true);
+    let lock = bench_estimate(256, 16, false);
+    assert!(real.ttft_ms.p99 > 1.2 * real.ttft_ms.p50, "{real:?}");
+    assert!(
+        real.ttft_ms.mean < lock.ttft_ms.mean,
+        "{real:?} vs {lock:?}"
+    );
+    let warm = real.warmup_ttft_ms.unwrap();
+    // The warm-up ran alone: its TTFT is about one idle prefill plus the frontend's few ms.
+    assert!(
+        warm >= real.prefill_ms && warm < real.prefill_ms + 10.0,
+        "{real:?}"
+    );
+    assert_eq!(real.requests, 16 * 8);
+    assert!(lock.warmup_ttft_ms.is_none());
+}
+
+/// A bad `[workload.frontend]` value names the file, the line and the key; the table belongs to
+/// `concurrency` only.
+#[test]
+fn frontend_errors_name_line_and_key() {
+    let err = |text: &str| {
+        Scenario::parse(text, "c.toml", &[])
+            .unwrap_err()
+            .to_string()
+    };
+    let bad = CLOSED.replace(
+        "frontend = { enabled = false }",
+        "frontend = { token = \"fast\" }",
+    );
+    let line = bad.lines().position(|l| l.starts_with("frontend")).unwrap() + 1;
+    let e = err(&bad);
+    assert!(
+        e.starts_with(&format!("c.toml:{line}")) && e.contains("fast"),
+        "{e}"
+    );
+    let e = err(&CLOSED.replace(
+        "frontend = { enabled = false }",
+        "frontend = { tokens = \"1ms\" }",
+    ));
+    assert!(e.contains("tokens"), "{e}");
+    let e = err(&CLOSED
+        .replace("kind = \"concurrency\"", "kind = \"poisson\"\nrate = 2.0")
+        .replace("clients = 24\n", "")
+        .replace("requests = 4000\n", ""));
+    assert!(
+        e.contains("workload.frontend: does not apply to kind = \"poisson\""),
+        "{e}"
     );
 }

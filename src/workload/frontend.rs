@@ -1,0 +1,162 @@
+//! The path between a benchmark client and the engine: the client's dispatch, the API server (frontend)
+//! that tokenizes, detokenizes and streams, and the benchmark's warm-up request.
+//!
+//! A real `vllm bench serve --max-concurrency C` run is not in lock step. Its client is one asyncio loop
+//! that sends requests one after another, each send costing the client some CPU time; the API server is
+//! one process that tokenizes each prompt before the engine sees it (one at a time: the tokenizer runs on
+//! its event loop) and turns every output token into a streamed text chunk; the engine starts a step as
+//! soon as the first request is there; and the benchmark first sends one warm-up request alone and waits
+//! for it. This module holds those costs ([`FrontendSpec`], the `[workload.frontend]` table) and the API
+//! server as a single FIFO server ([`Frontend`]).
+//!
+//! Invariants: an engine arrival is never before its send; the API server admits requests in the order
+//! they reach it and one at a time, so admissions never go back in time.
+//!
+//! Published figures behind the defaults:
+//! - vLLM's v0.6.0 release post (vLLM blog, 2024-09-05) profiled Llama-3-8B on one H100 and found the HTTP
+//!   API server taking 33% of the run and scheduling/input preparation 29%, GPU execution only 38%: the
+//!   frontend is not free at the scale of a decode step (a few ms). That release moved the API server into
+//!   its own process, which vLLM v1 keeps: its cost overlaps the engine's steps and shows up as latency.
+//! - Per streamed token, vLLM v1's output path costs ~0.1 ms of incremental detokenization and ~0.5 ms of
+//!   SSE chunk serialisation and send (stage timings in "vLLM v1 async output processing",
+//!   fridayswithfaraday.com): `token = 0.6ms` of delivery latency per chunk.
+//! - Tokenizing a prompt with a Rust (HF `tokenizers`) BPE tokenizer costs on the order of a microsecond
+//!   per token once called from Python; request parsing and validation about a millisecond
+//!   (`request = 1ms`, `prompt_token = 1us`).
+//! - The benchmark client's per-request send (task wake-up, payload build, aiohttp POST) is a fraction of
+//!   a millisecond of one Python event loop (`client_send = 0.5ms`).
+//!
+//! These are order-of-magnitude figures, not fits; `enabled = false` turns the whole path off (the
+//! idealised lock-step loop, used by the queueing-theory tests).
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::{SimDuration, SimTime};
+
+/// The `[workload.frontend]` table of a `concurrency` workload. Missing keys take the defaults above.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FrontendSpec {
+    /// `false`: no client, API server or warm-up costs at all (every client sends at the same instant).
+    pub enabled: bool,
+    /// The benchmark client's CPU time per request sent; consecutive sends are this far apart.
+    pub client_send: SimDuration,
+    /// The API server's fixed time per request (parse, validate, hand to the engine).
+    pub request: SimDuration,
+    /// The API server's tokenization time per prompt token.
+    pub prompt_token: SimDuration,
+    /// Delivery latency of every streamed token (detokenize, serialise, send).
+    pub token: SimDuration,
+    /// Send one request alone first and wait for it, as `vllm bench serve` does; reported separately.
+    pub warmup: bool,
+}
+
+impl Default for FrontendSpec {
+    fn default() -> Self {
+        FrontendSpec {
+            enabled: true,
+            client_send: SimDuration::from_secs_f64(0.5e-3),
+            request: SimDuration::from_secs_f64(1e-3),
+            prompt_token: SimDuration::from_secs_f64(1e-6),
+            token: SimDuration::from_secs_f64(0.6e-3),
+            warmup: true,
+        }
+    }
+}
+
+impl FrontendSpec {
+    /// The spec in force: `enabled = false` means zero costs and no warm-up.
+    pub fn effective(self) -> Self {
+        if self.enabled {
+            self
+        } else {
+            FrontendSpec {
+                enabled: false,
+                client_send: SimDuration::ZERO,
+                request: SimDuration::ZERO,
+                prompt_token: SimDuration::ZERO,
+                token: SimDuration::ZERO,
+                warmup: false,
+            }
+        }
+    }
+}
+
+/// The API server as one FIFO server: each request occupies it for `request + prompt_token · prompt`.
+#[derive(Clone, Debug)]
+pub struct Frontend {
+    spec: FrontendSpec,
+    /// When the server finishes the work it already has.
+    free_at: SimTime,
+}
+
+impl Frontend {
+    pub fn new(spec: FrontendSpec) -> Self {
+        Frontend {
+            spec: spec.effective(),
+            free_at: SimTime::ZERO,
+        }
+    }
+
+    /// The costs in force.
+    pub fn spec(&self) -> &FrontendSpec {
+        &self.spec
+    }
+
+    /// A request of `prompt` tokens sent at `sent` reaches the server; returns when the engine has it:
+    /// after the server's earlier work and its own tokenization. Never before `sent`.
+    pub fn admit(&mut self, sent: SimTime, prompt: u32) -> SimTime {
+        let start = sent.max(self.free_at);
+        let cost = SimDuration(
+            self.spec.request.0 + self.spec.prompt_token.0.saturating_mul(u64::from(prompt)),
+        );
+        self.free_at = start + cost;
+        self.free_at
+    }
+
+    /// When the client sees a token the engine produced at `engine`.
+    pub fn delivered(&self, engine: SimTime) -> SimTime {
+        engine + self.spec.token
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: f64) -> SimDuration {
+        SimDuration::from_secs_f64(v * 1e-3)
+    }
+
+    #[test]
+    fn the_api_server_admits_one_request_at_a_time_in_order() {
+        let mut f = Frontend::new(FrontendSpec {
+            request: ms(1.0),
+            prompt_token: SimDuration::from_secs_f64(1e-6),
+            ..FrontendSpec::default()
+        });
+        let t0 = SimTime::ZERO;
+        // 1 ms + 1000 × 1 µs = 2 ms each; the second, sent 0.5 ms later, waits for the first.
+        let a = f.admit(t0, 1000);
+        let b = f.admit(t0 + ms(0.5), 1000);
+        assert_eq!(a, t0 + ms(2.0));
+        assert_eq!(b, t0 + ms(4.0));
+        // Sent after the server went idle: no wait.
+        let c = f.admit(t0 + ms(10.0), 1000);
+        assert_eq!(c, t0 + ms(12.0));
+        assert_eq!(f.delivered(c), c + ms(0.6));
+    }
+
+    #[test]
+    fn disabled_means_no_cost_and_no_warmup() {
+        let mut f = Frontend::new(FrontendSpec {
+            enabled: false,
+            ..FrontendSpec::default()
+        });
+        let t = SimTime::ZERO + ms(3.0);
+        assert_eq!(f.admit(t, 5000), t);
+        assert_eq!(f.delivered(t), t);
+        assert!(!f.spec().warmup);
+        assert_eq!(f.spec().client_send, SimDuration::ZERO);
+    }
+}
