@@ -34,6 +34,31 @@ pub struct Summary {
     pub router: RouterSummary,
     pub workers: Vec<WorkerSummary>,
     pub sim: SimInfo,
+    /// KV offload tiers, in order below the GPU (`host`, `disk`, `shared`); absent when none is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<Vec<TierSummary>>,
+}
+
+/// What one KV tier did over a run (summed over workers for `host` and `disk`).
+#[derive(Debug, Clone, Serialize)]
+pub struct TierSummary {
+    pub tier: String,
+    /// Capacity in blocks (per worker for `host` and `disk`, of worker 0 when they differ).
+    pub capacity_blocks: u64,
+    /// Blocks looked up here because the GPU and every tier above lacked them, and of those, found.
+    pub lookups: u64,
+    pub hits: u64,
+    pub hit_rate: f64,
+    /// Blocks loaded into GPU memory (found blocks that were cheaper to recompute are not).
+    pub blocks_loaded: u64,
+    pub blocks_written: u64,
+    /// Blocks pushed out when full (to the next tier down, or gone).
+    pub blocks_evicted: u64,
+    /// Bytes moved: blocks moved × block bytes (every GPU's shard).
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Tokens loaded from this tier instead of recomputed.
+    pub recompute_avoided_tokens: u64,
 }
 
 /// The router: its policy, its cache view, and how often its picture of the caches was wrong.
@@ -298,6 +323,7 @@ impl Summary {
                 simulated_s: round(simulated_s, 9),
                 events,
             },
+            tiers: None,
         }
     }
 
@@ -396,6 +422,13 @@ impl Summary {
                 c.tokens, c.gpu_seconds
             );
         }
+        for t in self.tiers.iter().flatten() {
+            let _ = writeln!(
+                o,
+                "| · avoided by loading from {} | {} |",
+                t.tier, t.recompute_avoided_tokens
+            );
+        }
         let _ = writeln!(o, "| preemptions | {} |", self.preemptions);
         if let Some(view) = &self.router.view {
             let a = &self.router.accuracy;
@@ -453,6 +486,30 @@ impl Summary {
                 w.preemptions,
                 w.evictions
             );
+        }
+        if let Some(tiers) = &self.tiers {
+            let _ = writeln!(
+                o,
+                "\n| KV tier | capacity (blocks) | hit rate | hits / lookups | blocks loaded | blocks written | blocks evicted | GB read | GB written | recompute avoided (tokens) |"
+            );
+            let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            for t in tiers {
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {:.1}% | {} / {} | {} | {} | {} | {:.2} | {:.2} | {} |",
+                    t.tier,
+                    t.capacity_blocks,
+                    t.hit_rate * 100.0,
+                    t.hits,
+                    t.lookups,
+                    t.blocks_loaded,
+                    t.blocks_written,
+                    t.blocks_evicted,
+                    t.bytes_read as f64 / 1e9,
+                    t.bytes_written as f64 / 1e9,
+                    t.recompute_avoided_tokens
+                );
+            }
         }
         if !self.recovery.is_empty() {
             let _ = writeln!(
