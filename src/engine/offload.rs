@@ -117,7 +117,10 @@ impl Simulation {
                     let s = &tiers.stats[k as usize];
                     TierSummary {
                         tier: k.as_str().to_string(),
-                        capacity_blocks: tiers.capacity_blocks(k).unwrap_or(0) as u64,
+                        capacity_blocks: tiers
+                            .capacity_blocks(k)
+                            .filter(|&c| c < crate::tiers::UNBOUNDED_BLOCKS)
+                            .map(|c| c as u64),
                         lookups: s.lookups,
                         hits: s.hits,
                         hit_rate: if s.lookups > 0 {

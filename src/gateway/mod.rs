@@ -12,7 +12,6 @@
 //! request at all (a hung worker). On a live worker tokens keep coming, so the gateway never cancels work
 //! that a slow but healthy worker is doing.
 
-
 use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 

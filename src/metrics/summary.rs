@@ -43,8 +43,9 @@ pub struct Summary {
 #[derive(Debug, Clone, Serialize)]
 pub struct TierSummary {
     pub tier: String,
-    /// Capacity in blocks (per worker for `host` and `disk`, of worker 0 when they differ).
-    pub capacity_blocks: u64,
+    /// Capacity in blocks (per worker for `host` and `disk`, of worker 0 when they differ); `None` for
+    /// an unbounded store (`gateway.shared_tier` without `capacity_gb`).
+    pub capacity_blocks: Option<u64>,
     /// Blocks looked up here because the GPU and every tier above lacked them, and of those, found.
     pub lookups: u64,
     pub hits: u64,
@@ -403,6 +404,15 @@ impl Summary {
             "| prefix-cache hit rate | {:.1}% |",
             self.prefix_cache.hit_rate * 100.0
         );
+        if self.tiers.is_some() {
+            let p = &self.prefix_cache;
+            let _ = writeln!(
+                o,
+                "| prompt tokens loaded from KV tiers | {} ({:.1}% of prompt tokens) |",
+                p.loaded_tokens,
+                p.loaded_tokens as f64 * 100.0 / p.prompt_tokens.max(1) as f64
+            );
+        }
         let rc = &self.recompute;
         let _ = writeln!(
             o,
@@ -498,7 +508,8 @@ impl Summary {
                     o,
                     "| {} | {} | {:.1}% | {} / {} | {} | {} | {} | {:.2} | {:.2} | {} |",
                     t.tier,
-                    t.capacity_blocks,
+                    t.capacity_blocks
+                        .map_or("unbounded".to_string(), |c| c.to_string()),
                     t.hit_rate * 100.0,
                     t.hits,
                     t.lookups,

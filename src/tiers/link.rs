@@ -31,9 +31,7 @@ impl Link {
 
     /// When a transfer of `bytes` asked for at `now` would end, without booking it.
     pub fn quote(&self, now: SimTime, bytes: f64) -> SimTime {
-        self.free_at.max(now)
-            + self.latency
-            + SimDuration::from_secs_f64(bytes / self.bytes_per_s)
+        self.free_at.max(now) + self.latency + SimDuration::from_secs_f64(bytes / self.bytes_per_s)
     }
 
     /// Books a transfer of `bytes` at `now`; returns when it ends.
@@ -61,7 +59,10 @@ mod tests {
         assert_eq!(l.book(t0, 0.5e9), t0 + SimDuration::from_secs_f64(1.001));
         // Long after, the link is idle again.
         let later = SimTime::ZERO + SimDuration::from_secs_f64(10.0);
-        assert_eq!(l.book(later, 1e9), later + SimDuration::from_secs_f64(1.001));
+        assert_eq!(
+            l.book(later, 1e9),
+            later + SimDuration::from_secs_f64(1.001)
+        );
         assert_eq!(l.bytes, 2e9);
     }
 }

@@ -155,10 +155,15 @@ pub struct Tiers {
     pub stats: [TierStats; 3],
 }
 
-/// Blocks of `capacity_gb` for a block of `layout`.
+/// Capacities of this many blocks or more are reported as unbounded (a store with no `capacity_gb`).
+pub const UNBOUNDED_BLOCKS: usize = 1 << 48;
+
+/// Blocks of `capacity_gb` for a block of `layout` (at most [`UNBOUNDED_BLOCKS`]).
 fn blocks_of(capacity_gb: f64, layout: BlockLayout) -> usize {
     let bytes = layout.bytes_per_gpu * f64::from(layout.gpus);
-    (capacity_gb * 1e9 / bytes).floor().min(usize::MAX as f64 / 2.0) as usize
+    (capacity_gb * 1e9 / bytes)
+        .floor()
+        .min(UNBOUNDED_BLOCKS as f64) as usize
 }
 
 impl Tiers {
@@ -172,7 +177,11 @@ impl Tiers {
         let shared_spec = spec.shared.as_ref().or(session_store);
         let link = |t: Option<&TierSpec>, read: bool| {
             t.map(|t| {
-                let gbps = if read { t.read_gb_per_s.0 } else { t.write_gb_per_s.0 };
+                let gbps = if read {
+                    t.read_gb_per_s.0
+                } else {
+                    t.write_gb_per_s.0
+                };
                 Link::new(gbps * 1e9, t.latency)
             })
         };
@@ -299,7 +308,11 @@ impl Tiers {
                 TierKind::Shared => self.shared.as_ref(),
             }
             .expect("writes go to configured tiers");
-            hashes.iter().copied().filter(|h| !store.holds(*h)).collect()
+            hashes
+                .iter()
+                .copied()
+                .filter(|h| !store.holds(*h))
+                .collect()
         };
         let wt = &mut self.workers[w];
         let per_gpu = new.len() as f64 * wt.block_bytes_per_gpu;
@@ -366,7 +379,12 @@ impl Tiers {
 
     /// When loading blocks held as `located` (from [`Tiers::locate`]) into worker `w` would finish, for
     /// each prefix length where the tier changes and for the whole: `(k, load time of the first k)`.
-    pub fn quotes(&self, w: usize, located: &[TierKind], now: SimTime) -> Vec<(usize, SimDuration)> {
+    pub fn quotes(
+        &self,
+        w: usize,
+        located: &[TierKind],
+        now: SimTime,
+    ) -> Vec<(usize, SimDuration)> {
         let wt = &self.workers[w];
         let mut counts = [0usize; 3];
         let mut out = Vec::new();

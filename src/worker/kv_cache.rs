@@ -157,7 +157,10 @@ impl BlockPool {
 
     /// Takes the hashes evicted since the last call, oldest first (none unless recording).
     pub fn drain_evicted(&mut self) -> Vec<u64> {
-        self.evicted.as_mut().map(std::mem::take).unwrap_or_default()
+        self.evicted
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Whether cache events are being recorded.

@@ -135,7 +135,7 @@ fn a_host_tier_acts_as_one_lru_of_gpu_plus_host_blocks() {
     let tiers = with_host.tiers.as_ref().unwrap();
     assert_eq!(tiers.len(), 1);
     let host = &tiers[0];
-    assert_eq!(host.capacity_blocks, HOST_BLOCKS as u64);
+    assert_eq!(host.capacity_blocks, Some(HOST_BLOCKS as u64));
     // Bytes moved = blocks moved × block bytes.
     assert_eq!(host.bytes_read, host.blocks_loaded * 131_072 * 512);
     assert_eq!(host.bytes_written, host.blocks_written * 131_072 * 512);
@@ -152,7 +152,10 @@ fn a_slow_tier_is_found_but_never_loaded() {
     assert_eq!(host.blocks_loaded, 0);
     assert_eq!(s.prefix_cache.loaded_tokens, 0);
     let gpu_only = mooncake(None);
-    assert_eq!(s.prefix_cache.cached_tokens, gpu_only.prefix_cache.cached_tokens);
+    assert_eq!(
+        s.prefix_cache.cached_tokens,
+        gpu_only.prefix_cache.cached_tokens
+    );
 }
 
 const WITH_HOST: &str = r#"
@@ -186,8 +189,18 @@ fn bad_tier_sections_name_file_line_and_field() {
     // Lines: 14 capacity_gb, 15 read, 16 write.
     for (from, to, line, field) in [
         ("capacity_gb = 64.0", "capacity_gb = 0", 14, "capacity_gb"),
-        ("read_gb_per_s = 25.0", "read_gb_per_s = -1", 15, "read_gb_per_s"),
-        ("write_gb_per_s = 25.0", "write_gb_per_s = 0.0", 16, "write_gb_per_s"),
+        (
+            "read_gb_per_s = 25.0",
+            "read_gb_per_s = -1",
+            15,
+            "read_gb_per_s",
+        ),
+        (
+            "write_gb_per_s = 25.0",
+            "write_gb_per_s = 0.0",
+            16,
+            "write_gb_per_s",
+        ),
     ] {
         let e = error_of(&WITH_HOST.replacen(from, to, 1));
         assert!(
@@ -205,7 +218,10 @@ fn bad_tier_sections_name_file_line_and_field() {
         "model = \"llama-3.1-8b\"\nenable_prefix_caching = false",
         1,
     ));
-    assert!(e.contains("tiers") && e.contains("enable_prefix_caching"), "{e}");
+    assert!(
+        e.contains("tiers") && e.contains("enable_prefix_caching"),
+        "{e}"
+    );
     // The good one parses, runs, and conserves requests.
     let s = scenario(WITH_HOST, &[]);
     let out = run(&s).0;
