@@ -192,6 +192,7 @@ fn simulate(
         gateway: Default::default(),
         restart: Default::default(),
         metrics: Default::default(),
+        tiers: Default::default(),
     };
     scenario.validate().map_err(|(_, message)| message)?;
     let out = Simulation::from_scenario(&scenario)?.run(&mut |_| {});

@@ -51,6 +51,7 @@ pub mod request;
 pub mod rng;
 pub mod routing;
 pub mod scenario;
+pub mod tiers;
 pub mod time;
 pub mod worker;
 pub mod workload;

@@ -62,6 +62,9 @@ pub struct Scenario {
     /// Time-series window and recovery judgement.
     #[serde(default)]
     pub metrics: MetricsSpec,
+    /// KV offload tiers below GPU memory (`[tiers.host]`, `[tiers.disk]`, `[tiers.shared]`).
+    #[serde(default)]
+    pub tiers: crate::tiers::TiersSpec,
 }
 
 /// The largest fleet with faults: per-worker fault state is materialised.
@@ -336,6 +339,7 @@ impl Scenario {
         self.gateway
             .validate()
             .map_err(|(f, m)| (format!("gateway.{f}"), m))?;
+        self.validate_tiers()?;
         if self.faults.is_empty() {
             return self.validate_router();
         }
@@ -353,7 +357,7 @@ impl Scenario {
         let fleet = Fleet {
             domains: &fleet_domains,
             restart: &restart,
-            has_store: self.gateway.session_state == SessionState::SharedTier,
+            has_store: self.has_shared_store(),
         };
         for (i, f) in self.faults.iter().enumerate() {
             f.validate(&fleet)
@@ -362,6 +366,35 @@ impl Scenario {
         self.fault_plan_for(&fleet)
             .map_err(|(i, field, m)| (format!("faults[{i}].{field}"), m))?;
         self.validate_router()
+    }
+
+    /// Tiers: one shared store, and tiers only where there is a prefix cache to write down.
+    fn validate_tiers(&self) -> Result<(), (String, String)> {
+        if self.tiers.shared.is_some()
+            && self.gateway.session_state == SessionState::SharedTier
+            && self.gateway.shared_tier != crate::gateway::SharedTierSpec::default()
+        {
+            return Err((
+                "gateway.shared_tier".into(),
+                "the fleet has one shared store: with [tiers.shared] set, describe it there and drop \
+                 gateway.shared_tier (session_state = \"shared_tier\" then uses [tiers.shared])"
+                    .into(),
+            ));
+        }
+        if self.tiers.any() && self.workers.iter().any(|g| !g.enable_prefix_caching) {
+            return Err((
+                "tiers".into(),
+                "KV tiers hold blocks of the prefix cache: every worker group needs \
+                 enable_prefix_caching = true"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether the fleet has a shared KV store (for `store_failure` faults).
+    pub fn has_shared_store(&self) -> bool {
+        self.gateway.session_state == SessionState::SharedTier || self.tiers.shared.is_some()
     }
 
     /// Checks that the router can compare caches across the fleet.
@@ -413,7 +446,7 @@ impl Scenario {
         let fleet = Fleet {
             domains: &domains,
             restart: &restart,
-            has_store: self.gateway.session_state == SessionState::SharedTier,
+            has_store: self.has_shared_store(),
         };
         self.fault_plan_for(&fleet)
             .map_err(|(i, f, m)| format!("faults[{i}].{f}: {m}"))

@@ -225,10 +225,10 @@ impl Simulation {
                 }
             }
             FaultKind::StoreFailure => {
-                if let Some(store) = &mut self.gateway.store {
-                    store.available = false;
+                if let Some(tiers) = &mut self.tiers {
+                    tiers.shared_available = false;
                     if f.data_loss {
-                        store.clear();
+                        tiers.clear_shared();
                     }
                 }
             }
@@ -270,8 +270,8 @@ impl Simulation {
                 }
             }
             FaultKind::StoreFailure => {
-                if let Some(store) = &mut self.gateway.store {
-                    store.available = true;
+                if let Some(tiers) = &mut self.tiers {
+                    tiers.shared_available = true;
                 }
             }
             FaultKind::Crash | FaultKind::Hang | FaultKind::Drain => {}
@@ -289,6 +289,11 @@ impl Simulation {
     /// wiped unless it survives, and new connections fail as `symptom` says.
     fn crash_worker(&mut self, w: usize, symptom: Symptom, keep_kv: bool, reason: &'static str) {
         let (lost, hashes) = self.workers[w].crash(keep_kv);
+        if let Some(tiers) = &mut self.tiers
+            && !keep_kv
+        {
+            tiers.on_crash(w);
+        }
         self.truth[w] = Truth::Down(symptom);
         self.lost.extend(hashes);
         if self.router.is_oracle() && !keep_kv {

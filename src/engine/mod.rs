@@ -16,13 +16,14 @@
 //! pending and every request has finished, whatever faults are still scheduled.
 
 mod faults;
+mod offload;
 pub mod queue;
 
 use rustc_hash::FxHashSet;
 
 use crate::faults::{FaultPlan, PlannedFault, Symptom, Targets};
 use crate::gateway::{Gateway, GatewaySpec, SessionState};
-use crate::hardware::{PerfModel, StepShape};
+use crate::hardware::PerfModel;
 use crate::metrics::bench::BenchReport;
 use crate::metrics::record::{Outcome, RequestRecord};
 use crate::metrics::summary::{RouterSummary, WorkerSummary, round};
@@ -31,7 +32,7 @@ use crate::request::{Request, RequestId};
 use crate::routing::router::DecisionRecord;
 use crate::routing::{Decision, Router, RouterSpec};
 use crate::scenario::Scenario;
-use crate::time::{SimDuration, SimTime};
+use crate::time::SimTime;
 use crate::worker::{Sequence, Worker, WorkerSnapshot};
 use crate::workload::{Workload, synthetic::window_end};
 use queue::{Class, EventQueue};
@@ -148,6 +149,10 @@ pub struct Simulation {
     /// Whether a streamed arrival is in the queue; when not, a workload that resumes after a finish
     /// (a benchmark past its warm-up) is asked again after each finished request.
     stream_open: bool,
+    /// KV tiers below GPU memory (`offload.rs`); `None` when none is configured.
+    tiers: Option<crate::tiers::Tiers>,
+    /// The `[tiers]` section the tiers are built from.
+    tiers_spec: crate::tiers::TiersSpec,
 }
 
 impl Simulation {
@@ -180,6 +185,7 @@ impl Simulation {
         sim.notes = built.notes;
         sim.collector.set_metrics(s.metrics.clone(), end);
         sim.set_faults(plan, s.gateway.clone(), starts);
+        sim.set_tiers(s.tiers.clone());
         Ok(sim)
     }
 
@@ -211,6 +217,7 @@ impl Simulation {
             || self.plan.iter().any(|f| f.targets == Targets::MostSessions);
         let up = self.truth.iter().filter(|t| **t == Truth::Up).count();
         self.collector.on_workers_up(SimTime::ZERO, up as u32);
+        self.build_tiers();
     }
 
     /// Assembles a simulation from parts (tests and custom drivers).
@@ -254,6 +261,8 @@ impl Simulation {
             track_sessions: false,
             check_every_step: false,
             stream_open: false,
+            tiers: None,
+            tiers_spec: crate::tiers::TiersSpec::default(),
         }
     }
 
@@ -266,7 +275,8 @@ impl Simulation {
 
     /// The end-of-run check: every worker's laws hold and every block has been given back.
     fn check_pools_at_end(&self) -> Result<(), String> {
-        self.workers.iter().try_for_each(Worker::check_drained)
+        self.workers.iter().try_for_each(Worker::check_drained)?;
+        self.check_tiers()
     }
 
     /// What building the workload had to say (e.g. how many bad trace lines were skipped).
@@ -522,7 +532,7 @@ impl Simulation {
                 }
                 seq.failure_blocks = lost as u32;
             }
-            if let Some(delay) = self.plan_store_load(w, &mut seq) {
+            if let Some(delay) = self.plan_tier_load(w, &mut seq) {
                 let epoch = self.workers[w].epoch;
                 self.schedule(
                     self.now + delay,
@@ -540,32 +550,6 @@ impl Simulation {
         if !self.workers[w].in_step() {
             self.start_step(w);
         }
-    }
-
-    /// With a shared store: if loading the part of the prompt that the store holds beyond `w`'s own cache
-    /// is faster than computing it, marks those blocks for loading and returns the load time.
-    fn plan_store_load(&mut self, w: usize, seq: &mut Sequence) -> Option<SimDuration> {
-        let store = self.gateway.store.as_mut()?;
-        let worker = &self.workers[w];
-        let bs = worker.params.block_size;
-        let max_hit = (((seq.num_tokens() - 1) / bs) as usize).min(seq.hashes.len());
-        let local = worker.pool.cached_prefix(&seq.hashes[..max_hit]);
-        let stored = store.prefix(&seq.hashes[..max_hit], self.now);
-        if stored <= local {
-            return None;
-        }
-        let n = (stored - local) as u32;
-        let block_bytes = worker.perf.kv_bytes_per_token_per_gpu() * f64::from(bs);
-        let load = store.load_time(n, block_bytes);
-        let mut shape = StepShape::default();
-        shape.add(u64::from(n * bs), local as u64 * u64::from(bs));
-        let compute = worker.perf.step_time(&shape);
-        if load >= compute {
-            return None;
-        }
-        store.blocks_loaded += u64::from(n);
-        seq.load_blocks = stored as u32;
-        Some(load)
     }
 
     /// A request arrives at `w` after its KV load.
@@ -608,14 +592,8 @@ impl Simulation {
         for seq in outcome.completed {
             self.router.on_finished(&seq.request, w);
             self.gateway.on_success(w);
-            if let Some(store) = &mut self.gateway.store {
-                // The turn's KV (prompt and answer, every full block computed) is written down.
-                let worker = &self.workers[w];
-                let bs = worker.params.block_size;
-                let computed = seq.request.prompt_tokens + seq.request.output_tokens - 1;
-                let full = ((computed / bs) as usize).min(seq.hashes.len());
-                let block_bytes = worker.perf.kv_bytes_per_token_per_gpu() * f64::from(bs);
-                store.write(&seq.hashes[..full], block_bytes, self.now);
+            if self.gateway.spec.session_state == SessionState::SharedTier {
+                self.write_turn(w, &seq);
             }
             self.finish_seq(seq, Some(w), Outcome::Completed, None);
         }
@@ -627,7 +605,9 @@ impl Simulation {
             self.truth[w] == Truth::Up,
             "worker {w} would serve work while it is down"
         );
-        if let Some(dt) = self.workers[w].start_step(self.now) {
+        let started = self.workers[w].start_step(self.now);
+        self.write_down(w);
+        if let Some(dt) = started {
             let epoch = self.workers[w].epoch;
             self.schedule(
                 self.now + dt,
@@ -748,6 +728,7 @@ impl Simulation {
         );
         let bench = self.workload.bench_report();
         summary.benchmark = bench.clone();
+        summary.tiers = self.tier_summary();
         RunOutput {
             summary,
             bench,

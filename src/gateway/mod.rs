@@ -12,15 +12,12 @@
 //! request at all (a hung worker). On a live worker tokens keep coming, so the gateway never cancels work
 //! that a slow but healthy worker is doing.
 
-mod store;
-
 use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Positive, PositiveInt};
 use crate::request::{Request, Segment};
 use crate::time::{SimDuration, SimTime};
-pub use store::SharedStore;
 
 /// What happens to requests in flight on a worker that dies.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,7 +60,8 @@ impl SessionState {
     }
 }
 
-/// The shared KV store behind `session_state = "shared_tier"`.
+/// The shared KV store behind `session_state = "shared_tier"` when no `[tiers.shared]` is given: the
+/// fleet's `shared` tier ([`crate::tiers`]), written with finished turns only, oldest writes dropped first.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SharedTierSpec {
@@ -79,6 +77,20 @@ pub struct SharedTierSpec {
     /// Capacity in GB of KV (per GPU shard); the oldest writes go first. Unbounded if absent.
     #[serde(default)]
     pub capacity_gb: Option<Positive>,
+}
+
+impl SharedTierSpec {
+    /// This store as a `shared` tier of a fleet whose replicas have `gpus` GPUs (this key's capacity is
+    /// per GPU shard, a tier's per replica); oldest writes are dropped first, as they always were here.
+    pub fn as_tier(&self, gpus: u32) -> crate::tiers::TierSpec {
+        crate::tiers::TierSpec {
+            capacity_gb: Positive(self.capacity_gb.map_or(f64::MAX, |c| c.0 * f64::from(gpus))),
+            read_gb_per_s: self.read_gb_per_s,
+            write_gb_per_s: self.write_gb_per_s,
+            latency: self.latency,
+            eviction: crate::tiers::Eviction::Fifo,
+        }
+    }
 }
 
 impl Default for SharedTierSpec {
@@ -279,15 +291,11 @@ pub struct Gateway {
     pub beliefs: Vec<Belief>,
     sessions: HashMap<u64, SessionHome>,
     purged_at_len: usize,
-    /// The shared KV store (session state `shared_tier`).
-    pub store: Option<SharedStore>,
 }
 
 impl Gateway {
     /// A gateway for `workers` workers; `started[w]` says whether worker `w` is up from the start.
     pub fn new(spec: GatewaySpec, started: &[bool]) -> Self {
-        let store = (spec.session_state == SessionState::SharedTier)
-            .then(|| SharedStore::new(&spec.shared_tier));
         Gateway {
             beliefs: started
                 .iter()
@@ -302,7 +310,6 @@ impl Gateway {
             spec,
             sessions: HashMap::default(),
             purged_at_len: 1024,
-            store,
         }
     }
 

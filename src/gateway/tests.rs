@@ -147,18 +147,27 @@ fn the_busiest_worker_holds_the_most_recent_conversations() {
 
 #[test]
 fn the_store_serves_a_prefix_only_after_its_write_lands() {
+    use crate::tiers::{BlockLayout, TierKind, Tiers, TiersSpec};
     let spec = SharedTierSpec {
         read_gb_per_s: crate::config::Positive(1.0),
         write_gb_per_s: crate::config::Positive(1.0),
         latency: SimDuration::from_millis(1),
         capacity_gb: None,
     };
-    let mut s = SharedStore::new(&spec);
+    let layout = BlockLayout {
+        bytes_per_gpu: 1e6,
+        gpus: 1,
+    };
+    let mut s = Tiers::new(&TiersSpec::default(), Some(&spec.as_tier(1)), &[layout]);
     // Two blocks of 1 MB at 1 GB/s: the write lands 1 ms + 2 ms after it starts.
-    s.write(&[10, 11], 1e6, SimTime::ZERO);
-    assert_eq!(s.prefix(&[10, 11, 12], SimTime(2_999_999)), 0);
-    assert_eq!(s.prefix(&[10, 11, 12], SimTime(3_000_000)), 2);
-    assert_eq!(s.load_time(2, 1e6), SimDuration::from_millis(3));
-    s.available = false;
-    assert_eq!(s.prefix(&[10, 11], SimTime(9_000_000)), 0);
+    s.write_turn(0, &[10, 11], SimTime::ZERO);
+    assert!(s.locate(0, &[10, 11, 12], SimTime(2_999_999)).is_empty());
+    let found = s.locate(0, &[10, 11, 12], SimTime(3_000_000));
+    assert_eq!(found, [TierKind::Shared, TierKind::Shared]);
+    assert_eq!(
+        s.quotes(0, &found, SimTime(3_000_000)),
+        [(2, SimDuration::from_millis(3))]
+    );
+    s.shared_available = false;
+    assert!(s.locate(0, &[10, 11], SimTime(9_000_000)).is_empty());
 }

@@ -39,6 +39,32 @@ pub struct Summary {
     /// above are the engine's (gateway arrival to token) and include the warm-up request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub benchmark: Option<super::bench::BenchReport>,
+    /// KV offload tiers, in order below the GPU (`host`, `disk`, `shared`); absent when none is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<Vec<TierSummary>>,
+}
+
+/// What one KV tier did over a run (summed over workers for `host` and `disk`).
+#[derive(Debug, Clone, Serialize)]
+pub struct TierSummary {
+    pub tier: String,
+    /// Capacity in blocks (per worker for `host` and `disk`, of worker 0 when they differ); `None` for
+    /// an unbounded store (`gateway.shared_tier` without `capacity_gb`).
+    pub capacity_blocks: Option<u64>,
+    /// Blocks looked up here because the GPU and every tier above lacked them, and of those, found.
+    pub lookups: u64,
+    pub hits: u64,
+    pub hit_rate: f64,
+    /// Blocks loaded into GPU memory (found blocks that were cheaper to recompute are not).
+    pub blocks_loaded: u64,
+    pub blocks_written: u64,
+    /// Blocks pushed out when full (to the next tier down, or gone).
+    pub blocks_evicted: u64,
+    /// Bytes moved: blocks moved × block bytes (every GPU's shard).
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Tokens loaded from this tier instead of recomputed.
+    pub recompute_avoided_tokens: u64,
 }
 
 /// The router: its policy, its cache view, and how often its picture of the caches was wrong.
@@ -304,6 +330,7 @@ impl Summary {
                 events,
             },
             benchmark: None,
+            tiers: None,
         }
     }
 
@@ -383,6 +410,15 @@ impl Summary {
             "| prefix-cache hit rate | {:.1}% |",
             self.prefix_cache.hit_rate * 100.0
         );
+        if self.tiers.is_some() {
+            let p = &self.prefix_cache;
+            let _ = writeln!(
+                o,
+                "| prompt tokens loaded from KV tiers | {} ({:.1}% of prompt tokens) |",
+                p.loaded_tokens,
+                p.loaded_tokens as f64 * 100.0 / p.prompt_tokens.max(1) as f64
+            );
+        }
         let rc = &self.recompute;
         let _ = writeln!(
             o,
@@ -400,6 +436,13 @@ impl Summary {
                 o,
                 "| · {name} | {} ({:.2} GPU-s) |",
                 c.tokens, c.gpu_seconds
+            );
+        }
+        for t in self.tiers.iter().flatten() {
+            let _ = writeln!(
+                o,
+                "| · avoided by loading from {} | {} |",
+                t.tier, t.recompute_avoided_tokens
             );
         }
         let _ = writeln!(o, "| preemptions | {} |", self.preemptions);
@@ -459,6 +502,31 @@ impl Summary {
                 w.preemptions,
                 w.evictions
             );
+        }
+        if let Some(tiers) = &self.tiers {
+            let _ = writeln!(
+                o,
+                "\n| KV tier | capacity (blocks) | hit rate | hits / lookups | blocks loaded | blocks written | blocks evicted | GB read | GB written | recompute avoided (tokens) |"
+            );
+            let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            for t in tiers {
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {:.1}% | {} / {} | {} | {} | {} | {:.2} | {:.2} | {} |",
+                    t.tier,
+                    t.capacity_blocks
+                        .map_or("unbounded".to_string(), |c| c.to_string()),
+                    t.hit_rate * 100.0,
+                    t.hits,
+                    t.lookups,
+                    t.blocks_loaded,
+                    t.blocks_written,
+                    t.blocks_evicted,
+                    t.bytes_read as f64 / 1e9,
+                    t.bytes_written as f64 / 1e9,
+                    t.recompute_avoided_tokens
+                );
+            }
         }
         if !self.recovery.is_empty() {
             let _ = writeln!(

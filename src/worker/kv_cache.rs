@@ -68,6 +68,8 @@ pub struct BlockPool {
     peak_used: u32,
     /// Cache events since the last drain; recorded only when someone listens.
     events: Option<Vec<KvEvent>>,
+    /// Hashes evicted since the last drain, for write-down to KV tiers; recorded only when tiers exist.
+    evicted: Option<Vec<u64>>,
 }
 
 impl BlockPool {
@@ -90,6 +92,7 @@ impl BlockPool {
             evictions: 0,
             peak_used: 0,
             events: None,
+            evicted: None,
         };
         for b in 0..total {
             pool.push_tail(b);
@@ -140,6 +143,24 @@ impl BlockPool {
     /// Starts recording [`KvEvent`]s for [`BlockPool::drain_events`].
     pub fn record_events(&mut self) {
         self.events.get_or_insert_with(Vec::new);
+    }
+
+    /// Starts recording evicted hashes for [`BlockPool::drain_evicted`] (write-down to KV tiers).
+    pub fn record_evictions(&mut self) {
+        self.evicted.get_or_insert_with(Vec::new);
+    }
+
+    /// Whether evicted hashes are being recorded.
+    pub fn records_evictions(&self) -> bool {
+        self.evicted.is_some()
+    }
+
+    /// Takes the hashes evicted since the last call, oldest first (none unless recording).
+    pub fn drain_evicted(&mut self) -> Vec<u64> {
+        self.evicted
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Whether cache events are being recorded.
@@ -332,6 +353,9 @@ impl BlockPool {
         *self.index.get_mut(&h).expect("a hashed block is indexed") = Slot::Evicted(stamp);
         if let Some(e) = &mut self.events {
             e.push(KvEvent::Removed(h));
+        }
+        if let Some(e) = &mut self.evicted {
+            e.push(h);
         }
         self.ghosts.push_back((h, stamp));
         if self.ghosts.len() > self.refs.len() {

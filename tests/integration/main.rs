@@ -16,4 +16,5 @@ mod queueing;
 mod readme;
 mod routing;
 mod sessions;
+mod tiers;
 mod traces;
