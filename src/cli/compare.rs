@@ -6,13 +6,13 @@ use anyhow::{Context, Result};
 
 use crate::compare;
 use crate::output;
-use crate::report;
+use crate::report::{self, ResultsDir};
 
 pub(super) fn compare(
     path: &Path,
     policies: Option<&str>,
     vary: Option<&str>,
-    out: Option<&Path>,
+    out: Option<ResultsDir>,
     set: &[String],
     threads: Option<usize>,
     force: bool,
@@ -56,9 +56,19 @@ pub(super) fn compare(
         anyhow::ensure!(!variants.is_empty(), "--vary {vary}: no values given");
         contenders = compare::cross(contenders, &variants);
     }
-    if let Some(dir) = out {
-        output::prepare_dir(dir, &[path])?;
+    if let Some(o) = &out {
+        output::prepare_dir(o.dir, &[path])?;
     }
+    // Each policy's requests stream into its own folder while it runs.
+    let sink = |c: &compare::Contender| match &out {
+        Some(o) => ResultsDir {
+            dir: &o.dir.join(compare::folder_name(&c.label)),
+            requests_csv: o.requests_csv,
+        }
+        .request_sink()
+        .map(Some),
+        None => Ok(None),
+    };
     // More threads than runs would only idle.
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let pool = rayon::ThreadPoolBuilder::new()
@@ -66,12 +76,12 @@ pub(super) fn compare(
         .build()
         .context("cannot start worker threads")?;
     let timed = pool
-        .install(|| compare::run_all_timed(&scenario, &contenders))
+        .install(|| compare::run_all_timed(&scenario, &contenders, &sink))
         .map_err(anyhow::Error::msg)?;
     let (outputs, walls): (Vec<_>, Vec<_>) = timed.into_iter().unzip();
     let cmp = compare::Comparison::new(&scenario, &contenders, &outputs);
     print!("{}", cmp.to_markdown());
-    if let Some(dir) = out {
+    if let Some(ResultsDir { dir, .. }) = out {
         for ((c, o), wall) in contenders.iter().zip(&outputs).zip(walls) {
             report::write_files(
                 &dir.join(compare::folder_name(&c.label)),

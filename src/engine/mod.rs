@@ -24,6 +24,7 @@ use crate::faults::{FaultPlan, PlannedFault, Symptom, Targets};
 use crate::gateway::{Gateway, GatewaySpec, SessionState};
 use crate::hardware::{PerfModel, StepShape};
 use crate::metrics::record::{Outcome, RequestRecord};
+use crate::metrics::requests::{RequestLog, RequestSink};
 use crate::metrics::summary::{RouterSummary, WorkerSummary, round};
 use crate::metrics::{Collector, Summary};
 use crate::request::{Request, RequestId};
@@ -110,6 +111,8 @@ pub struct RunOutput {
     pub collector: Collector,
     /// The first decisions, if the router was asked to log them.
     pub decisions: Vec<DecisionRecord>,
+    /// Rows written to the per-request sink ([`Simulation::stream_requests`]), if one was given.
+    pub requests_written: Option<u64>,
 }
 
 /// One simulation, from a scenario to a summary.
@@ -142,6 +145,8 @@ pub struct Simulation {
     track_sessions: bool,
     /// Check every worker's conservation laws after each of its steps (`--check-invariants`).
     check_every_step: bool,
+    /// Where finished requests' records stream to, if anywhere.
+    request_log: Option<RequestLog>,
 }
 
 impl Simulation {
@@ -247,6 +252,7 @@ impl Simulation {
             foreground: 0,
             track_sessions: false,
             check_every_step: false,
+            request_log: None,
         }
     }
 
@@ -255,6 +261,11 @@ impl Simulation {
     /// it, the laws are still checked once at the end of the run.
     pub fn check_invariants_every_step(&mut self, on: bool) {
         self.check_every_step = on;
+    }
+
+    /// Streams every finished request's record to `sink` (`requests.parquet`), in finishing order.
+    pub fn stream_requests(&mut self, sink: Box<dyn RequestSink>) {
+        self.request_log = Some(RequestLog::new(sink));
     }
 
     /// The end-of-run check: every worker's laws hold and every block has been given back.
@@ -339,7 +350,13 @@ impl Simulation {
         if let Some(e) = self.workload.take_error() {
             return Err(e);
         }
-        Ok(self.into_output())
+        let requests_written = match self.request_log.take() {
+            Some(log) => Some(log.finish()?),
+            None => None,
+        };
+        let mut out = self.into_output();
+        out.requests_written = requests_written;
+        Ok(out)
     }
 
     /// Queues `event` at `at`, counting foreground events.
@@ -675,6 +692,9 @@ impl Simulation {
             reason,
         };
         self.collector.on_finished(&record);
+        if let Some(log) = &mut self.request_log {
+            log.push(&record);
+        }
         if let Some(next) = self.workload.on_finished(&record, self.now) {
             debug_assert!(next.arrival >= self.now);
             self.schedule(
@@ -737,6 +757,7 @@ impl Simulation {
             summary,
             collector: self.collector,
             decisions: self.router.log,
+            requests_written: None,
         }
     }
 }

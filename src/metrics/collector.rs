@@ -79,6 +79,15 @@ impl Latency {
     }
 }
 
+/// Tokens of the completed requests one worker served.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerTokens {
+    pub prompt: u64,
+    /// Of the prompt tokens, those served from the worker's prefix cache.
+    pub cached: u64,
+    pub output: u64,
+}
+
 /// Running totals over every finished request.
 #[derive(Debug, Clone)]
 pub struct Collector {
@@ -107,6 +116,8 @@ pub struct Collector {
     pub last_finish: SimTime,
     /// Completed requests per worker.
     pub per_worker: Vec<u64>,
+    /// Prompt, cached and output tokens of the completed requests each worker served.
+    pub per_worker_tokens: Vec<WorkerTokens>,
     /// Conversations that started (requests that were turn 0 of a session), in any outcome.
     pub sessions_started: u64,
     /// Requests that belonged to a session, in any outcome.
@@ -148,6 +159,7 @@ impl Collector {
             preemptions: 0,
             last_finish: SimTime::ZERO,
             per_worker: vec![0; workers],
+            per_worker_tokens: vec![WorkerTokens::default(); workers],
             sessions_started: 0,
             session_requests: 0,
             timed_out: 0,
@@ -235,6 +247,10 @@ impl Collector {
                 self.output_tokens += u64::from(r.output_tokens);
                 if let Some(w) = r.worker {
                     self.per_worker[w] += 1;
+                    let t = &mut self.per_worker_tokens[w];
+                    t.prompt += u64::from(r.prompt_tokens);
+                    t.cached += u64::from(r.cached_tokens);
+                    t.output += u64::from(r.output_tokens);
                 }
             }
         }

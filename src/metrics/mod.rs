@@ -6,6 +6,7 @@
 pub mod collector;
 pub mod record;
 pub mod recovery;
+pub mod requests;
 pub mod summary;
 pub mod timeseries;
 
