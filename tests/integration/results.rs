@@ -210,6 +210,80 @@ fn run_writes_requests_parquet_that_agrees_with_the_summary() {
     let turns = opt_i64(&df, "turn");
     let first_turns = turns.iter().filter(|t| **t == Some(0)).count() as u64;
     assert_eq!(first_turns, summary["sessions"]["total"].as_u64().unwrap());
+    // TTFT by turn and by prompt length: each group's count and p95 are those of the parquet's rows
+    // in that group (turns 4 and later pooled as "4+"; prompt buckets by their lower bounds).
+    let ttft = opt_i64(&df, "ttft_ns");
+    let prompt = opt_i64(&df, "prompt_tokens");
+    let turn_of = |i: usize| {
+        turns[i].map(|t| {
+            if t >= 4 {
+                "4+".to_string()
+            } else {
+                t.to_string()
+            }
+        })
+    };
+    let bounds = [0i64, 512, 2048, 8192, 32768];
+    let bucket_of = |i: usize| {
+        let p = prompt[i].unwrap();
+        let k = bounds.iter().rposition(|&lo| p >= lo).unwrap();
+        Some(match bounds.get(k + 1) {
+            Some(next) => format!("{}-{}", bounds[k], next - 1),
+            None => format!("{}+", bounds[k]),
+        })
+    };
+    for (key, group_of) in [
+        (
+            "ttft_by_turn_ms",
+            &turn_of as &dyn Fn(usize) -> Option<String>,
+        ),
+        ("ttft_by_prompt_ms", &bucket_of),
+    ] {
+        let groups = summary[key].as_array().unwrap();
+        assert!(
+            groups.len() >= 2,
+            "{key}: more than one group in this scenario"
+        );
+        let mut total = 0;
+        for g in groups {
+            let name = g["group"].as_str().unwrap();
+            let mut h = Latency::default();
+            for i in 0..df.height() {
+                if let Some(t) = ttft[i]
+                    && group_of(i).as_deref() == Some(name)
+                {
+                    h.record(t as u64);
+                }
+            }
+            assert_eq!(h.count(), g["count"].as_u64().unwrap(), "{key} {name}");
+            assert_eq!(
+                round(h.quantile(0.95) / 1e6, 6),
+                g["p95"].as_f64().unwrap(),
+                "{key} {name}"
+            );
+            total += h.count();
+        }
+        assert_eq!(
+            total,
+            summary["ttft_ms"]["count"].as_u64().unwrap(),
+            "{key}"
+        );
+    }
+    // Phases: queue + prefill is TTFT and TTFT + decode is E2E (means, every completed request
+    // having been scheduled); shares of E2E accordingly.
+    let phase = |name: &str| {
+        summary["phases_ms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["phase"] == name)
+            .unwrap()["mean"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!((phase("queue") + phase("prefill") - phase("ttft")).abs() < 1e-5);
+    assert!((phase("ttft") + phase("decode") - phase("e2e")).abs() < 1e-5);
+    assert_eq!(phase("ttft"), summary["ttft_ms"]["mean"].as_f64().unwrap());
     // The CSV copy has the same rows and the same exact times.
     let mut r = csv::Reader::from_path(dir.join("requests.csv")).unwrap();
     let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
