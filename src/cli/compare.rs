@@ -2,12 +2,17 @@
 
 use std::path::Path;
 
+use std::io::IsTerminal;
+
 use anyhow::{Context, Result};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::compare;
 use crate::output;
 use crate::report::{self, ResultsDir};
 
+// One argument per command-line flag of `compare`, passed through as parsed.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn compare(
     path: &Path,
     policies: Option<&str>,
@@ -16,6 +21,7 @@ pub(super) fn compare(
     set: &[String],
     threads: Option<usize>,
     force: bool,
+    quiet: bool,
 ) -> Result<()> {
     let scenario = super::load_checked(path, set, force)?;
     let list = match policies {
@@ -75,9 +81,32 @@ pub(super) fn compare(
         .num_threads(threads.unwrap_or(cores).min(contenders.len()).max(1))
         .build()
         .context("cannot start worker threads")?;
+    // One bar per run, on stderr, only on a terminal and without --quiet.
+    let bars = MultiProgress::with_draw_target(if quiet || !std::io::stderr().is_terminal() {
+        ProgressDrawTarget::hidden()
+    } else {
+        ProgressDrawTarget::stderr()
+    });
+    let style = ProgressStyle::with_template(
+        "{prefix:>24} [{bar:30}] {percent:>3}% of the arrival window ({elapsed}, ETA {eta})",
+    )
+    .expect("valid template");
+    let per_run: Vec<ProgressBar> = contenders
+        .iter()
+        .map(|c| {
+            let b = bars.add(ProgressBar::new(1000));
+            b.set_style(style.clone());
+            b.set_prefix(c.label.clone());
+            b
+        })
+        .collect();
+    let progress = |i: usize, f: f64| per_run[i].set_position((f * 1000.0) as u64);
     let timed = pool
-        .install(|| compare::run_all_timed(&scenario, &contenders, &sink))
+        .install(|| compare::run_all_timed(&scenario, &contenders, &sink, &progress))
         .map_err(anyhow::Error::msg)?;
+    for b in &per_run {
+        b.finish_and_clear();
+    }
     let (outputs, walls): (Vec<_>, Vec<_>) = timed.into_iter().unzip();
     let cmp = compare::Comparison::new(&scenario, &contenders, &outputs);
     print!("{}", cmp.to_markdown());

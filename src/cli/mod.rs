@@ -80,6 +80,9 @@ pub enum Command {
         requests_csv: bool,
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// No progress bars.
+        #[arg(long, short)]
+        quiet: bool,
         /// Worker threads, 1 to 1024 (default: one per core). Results do not depend on it.
         #[arg(long, value_parser = clap::value_parser!(u16).range(1..=crate::limits::MAX_THREADS as i64))]
         threads: Option<u16>,
@@ -335,6 +338,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             set,
             threads,
             force,
+            quiet,
         } => compare::compare(
             &scenario,
             policies.as_deref(),
@@ -343,6 +347,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             &set,
             threads.map(usize::from),
             force,
+            quiet,
         ),
         Command::Validate {
             scenario,

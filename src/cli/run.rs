@@ -38,7 +38,7 @@ pub(super) fn run(
         let b = ProgressBar::new(1000);
         b.set_style(
             ProgressStyle::with_template(
-                "{spinner} simulating [{bar:40}] {percent}% of the arrival window ({elapsed})",
+                "{spinner} simulating [{bar:40}] {percent}% of the arrival window ({elapsed}, ETA {eta})",
             )
             .expect("valid template"),
         );

@@ -248,8 +248,8 @@ fn run_writes_requests_parquet_that_agrees_with_the_summary() {
         for g in groups {
             let name = g["group"].as_str().unwrap();
             let mut h = Latency::default();
-            for i in 0..df.height() {
-                if let Some(t) = ttft[i]
+            for (i, t) in ttft.iter().enumerate() {
+                if let Some(t) = *t
                     && group_of(i).as_deref() == Some(name)
                 {
                     h.record(t as u64);
@@ -356,4 +356,37 @@ fn requests_csv_needs_an_output_folder() {
         .failure();
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert!(stderr.contains("--out"), "{stderr}");
+}
+
+#[test]
+fn progress_never_reaches_a_piped_stderr() {
+    // assert_cmd pipes stderr, so it is not a terminal: no bar, no carriage return, no escape sequence,
+    // although neither command is given --quiet.
+    let tmp = TempDir::new("results-progress");
+    for args in [
+        vec!["run", "--set", "duration=\"30s\""],
+        vec![
+            "compare",
+            "--policies",
+            "round_robin,least_outstanding",
+            "--set",
+            "duration=\"30s\"",
+            "--out",
+        ],
+    ] {
+        let mut cmd = fleetsim();
+        cmd.args(&args);
+        if args[0] == "compare" {
+            cmd.arg(tmp.path("cmp"));
+        }
+        let out = cmd.arg(scenario_path("quickstart.toml")).assert().success();
+        let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+        assert!(
+            !stderr.contains("arrival window")
+                && !stderr.contains('\r')
+                && !stderr.contains('\u{1b}'),
+            "{}: progress output on a piped stderr: {stderr:?}",
+            args[0]
+        );
+    }
 }
