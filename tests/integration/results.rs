@@ -390,3 +390,21 @@ fn progress_never_reaches_a_piped_stderr() {
         );
     }
 }
+
+#[test]
+fn the_same_seed_gives_the_same_parquet_and_worker_bytes() {
+    let tmp = TempDir::new("results-same-bytes");
+    let mut bytes = Vec::new();
+    for run in ["a", "b"] {
+        let dir = tmp.path(run);
+        fleetsim()
+            .args(["run", "--quiet", "--set", "duration=\"20s\"", "--out"])
+            .arg(&dir)
+            .arg(scenario_path("quickstart.toml"))
+            .assert()
+            .success();
+        bytes
+            .push(["requests.parquet", "workers.csv"].map(|f| std::fs::read(dir.join(f)).unwrap()));
+    }
+    assert!(bytes[0] == bytes[1], "two runs with one seed differ");
+}
