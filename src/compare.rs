@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::engine::{RunOutput, Simulation};
 use crate::metrics::Summary;
+use crate::metrics::requests::RequestSink;
 use crate::metrics::summary::round;
 use crate::routing::RouterSpec;
 use crate::scenario::Scenario;
@@ -121,26 +122,40 @@ pub fn folder_name(label: &str) -> String {
 
 /// Runs every contender on the scenario (in parallel), in list order.
 pub fn run_all(scenario: &Scenario, contenders: &[Contender]) -> Result<Vec<RunOutput>, String> {
-    Ok(run_all_timed(scenario, contenders)?
-        .into_iter()
-        .map(|(o, _)| o)
-        .collect())
+    Ok(
+        run_all_timed(scenario, contenders, &|_| Ok(None), &|_, _| {})?
+            .into_iter()
+            .map(|(o, _)| o)
+            .collect(),
+    )
 }
 
-/// [`run_all`], with each run's own wall time in seconds (for its `run_info.json`).
+/// Where a contender's per-request records go, if anywhere.
+pub type SinkFor<'a> =
+    dyn Fn(&Contender) -> Result<Option<Box<dyn RequestSink>>, String> + Sync + 'a;
+
+/// [`run_all`], with each run's own wall time in seconds (for its `run_info.json`), each run streaming
+/// its requests to `sink(contender)` and reporting `progress(index, fraction of its arrival window)`.
 pub fn run_all_timed(
     scenario: &Scenario,
     contenders: &[Contender],
+    sink: &SinkFor,
+    progress: &(dyn Fn(usize, f64) + Sync),
 ) -> Result<Vec<(RunOutput, f64)>, String> {
     contenders
         .par_iter()
-        .map(|c| {
+        .enumerate()
+        .map(|(i, c)| {
             let mut s = c.scenario.as_deref().unwrap_or(scenario).clone();
             s.router = c.router.clone();
             s.validate()
                 .map_err(|(f, m)| format!("{}: {f}: {m}", c.label))?;
             let started = std::time::Instant::now();
-            let out = Simulation::from_scenario(&s)?.try_run(&mut |_| {})?;
+            let mut sim = Simulation::from_scenario(&s)?;
+            if let Some(sink) = sink(c)? {
+                sim.stream_requests(sink);
+            }
+            let out = sim.try_run(&mut |f| progress(i, f))?;
             Ok((out, started.elapsed().as_secs_f64()))
         })
         .collect()

@@ -2,20 +2,26 @@
 
 use std::path::Path;
 
+use std::io::IsTerminal;
+
 use anyhow::{Context, Result};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::compare;
 use crate::output;
-use crate::report;
+use crate::report::{self, ResultsDir};
 
+// One argument per command-line flag of `compare`, passed through as parsed.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn compare(
     path: &Path,
     policies: Option<&str>,
     vary: Option<&str>,
-    out: Option<&Path>,
+    out: Option<ResultsDir>,
     set: &[String],
     threads: Option<usize>,
     force: bool,
+    quiet: bool,
 ) -> Result<()> {
     let scenario = super::load_checked(path, set, force)?;
     let list = match policies {
@@ -56,22 +62,55 @@ pub(super) fn compare(
         anyhow::ensure!(!variants.is_empty(), "--vary {vary}: no values given");
         contenders = compare::cross(contenders, &variants);
     }
-    if let Some(dir) = out {
-        output::prepare_dir(dir, &[path])?;
+    if let Some(o) = &out {
+        output::prepare_dir(o.dir, &[path])?;
     }
+    // Each policy's requests stream into its own folder while it runs.
+    let sink = |c: &compare::Contender| match &out {
+        Some(o) => ResultsDir {
+            dir: &o.dir.join(compare::folder_name(&c.label)),
+            requests_csv: o.requests_csv,
+        }
+        .request_sink()
+        .map(Some),
+        None => Ok(None),
+    };
     // More threads than runs would only idle.
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads.unwrap_or(cores).min(contenders.len()).max(1))
         .build()
         .context("cannot start worker threads")?;
+    // One bar per run, on stderr, only on a terminal and without --quiet.
+    let bars = MultiProgress::with_draw_target(if quiet || !std::io::stderr().is_terminal() {
+        ProgressDrawTarget::hidden()
+    } else {
+        ProgressDrawTarget::stderr()
+    });
+    let style = ProgressStyle::with_template(
+        "{prefix:>24} [{bar:30}] {percent:>3}% of the arrival window ({elapsed}, ETA {eta})",
+    )
+    .expect("valid template");
+    let per_run: Vec<ProgressBar> = contenders
+        .iter()
+        .map(|c| {
+            let b = bars.add(ProgressBar::new(1000));
+            b.set_style(style.clone());
+            b.set_prefix(c.label.clone());
+            b
+        })
+        .collect();
+    let progress = |i: usize, f: f64| per_run[i].set_position((f * 1000.0) as u64);
     let timed = pool
-        .install(|| compare::run_all_timed(&scenario, &contenders))
+        .install(|| compare::run_all_timed(&scenario, &contenders, &sink, &progress))
         .map_err(anyhow::Error::msg)?;
+    for b in &per_run {
+        b.finish_and_clear();
+    }
     let (outputs, walls): (Vec<_>, Vec<_>) = timed.into_iter().unzip();
     let cmp = compare::Comparison::new(&scenario, &contenders, &outputs);
     print!("{}", cmp.to_markdown());
-    if let Some(dir) = out {
+    if let Some(ResultsDir { dir, .. }) = out {
         for ((c, o), wall) in contenders.iter().zip(&outputs).zip(walls) {
             report::write_files(
                 &dir.join(compare::folder_name(&c.label)),

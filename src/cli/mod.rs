@@ -18,6 +18,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use crate::hardware::{GpuId, ModelId, Precision, ProfileKey};
+use crate::report::ResultsDir;
 use crate::scenario::Scenario;
 use crate::time::SimDuration;
 use crate::workload::trace::{TraceFormat, TraceOptions};
@@ -42,6 +43,9 @@ pub enum Command {
         /// Override a scenario value, e.g. `--set workload.rate=40` or `--set workers[0].count=8`.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Also write requests.csv, a CSV copy of requests.parquet (with --out).
+        #[arg(long, requires = "out")]
+        requests_csv: bool,
         /// Print summary.json to stdout instead of the table.
         #[arg(long)]
         json: bool,
@@ -71,8 +75,14 @@ pub enum Command {
         /// Write one folder per policy plus comparison.json, comparison.md and comparison.csv here.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Also write requests.csv, a CSV copy of requests.parquet, in each policy's folder (with --out).
+        #[arg(long, requires = "out")]
+        requests_csv: bool,
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// No progress bars.
+        #[arg(long, short)]
+        quiet: bool,
         /// Worker threads, 1 to 1024 (default: one per core). Results do not depend on it.
         #[arg(long, value_parser = clap::value_parser!(u16).range(1..=crate::limits::MAX_THREADS as i64))]
         threads: Option<u16>,
@@ -308,6 +318,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
         Command::Run {
             scenario,
             out,
+            requests_csv,
             set,
             json,
             quiet,
@@ -315,7 +326,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             check_invariants,
         } => run::run(
             &scenario,
-            out.as_deref(),
+            out.as_deref().map(|dir| ResultsDir { dir, requests_csv }),
             &set,
             json,
             quiet,
@@ -327,17 +338,20 @@ pub fn main_with(cli: Cli) -> Result<()> {
             policies,
             vary,
             out,
+            requests_csv,
             set,
             threads,
             force,
+            quiet,
         } => compare::compare(
             &scenario,
             policies.as_deref(),
             vary.as_deref(),
-            out.as_deref(),
+            out.as_deref().map(|dir| ResultsDir { dir, requests_csv }),
             &set,
             threads.map(usize::from),
             force,
+            quiet,
         ),
         Command::Validate {
             scenario,

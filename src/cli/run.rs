@@ -9,11 +9,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::engine::Simulation;
 use crate::output;
-use crate::report;
+use crate::report::{self, ResultsDir};
 
 pub(super) fn run(
     path: &Path,
-    out: Option<&Path>,
+    out: Option<ResultsDir>,
     set: &[String],
     json: bool,
     quiet: bool,
@@ -21,10 +21,13 @@ pub(super) fn run(
     check_invariants: bool,
 ) -> Result<()> {
     let scenario = super::load_checked(path, set, force)?;
-    if let Some(dir) = out {
-        output::prepare_dir(dir, &[path])?;
+    if let Some(o) = &out {
+        output::prepare_dir(o.dir, &[path])?;
     }
     let mut sim = Simulation::from_scenario(&scenario).map_err(anyhow::Error::msg)?;
+    if let Some(o) = &out {
+        sim.stream_requests(o.request_sink().map_err(anyhow::Error::msg)?);
+    }
     sim.check_invariants_every_step(check_invariants);
     for note in sim.notes() {
         eprintln!("note: {note}");
@@ -35,7 +38,7 @@ pub(super) fn run(
         let b = ProgressBar::new(1000);
         b.set_style(
             ProgressStyle::with_template(
-                "{spinner} simulating [{bar:40}] {percent}% of the arrival window ({elapsed})",
+                "{spinner} simulating [{bar:40}] {percent}% of the arrival window ({elapsed}, ETA {eta})",
             )
             .expect("valid template"),
         );
@@ -52,10 +55,10 @@ pub(super) fn run(
     } else {
         print!("{}", output.summary.to_markdown());
     }
-    if let Some(dir) = out {
-        report::write_files(dir, &report::run_files(&output, wall.as_secs_f64())?)?;
+    if let Some(o) = out {
+        report::write_files(o.dir, &report::run_files(&output, wall.as_secs_f64())?)?;
         if !json {
-            println!("\nresults written to {}", dir.display());
+            println!("\nresults written to {}", o.dir.display());
         }
     }
     Ok(())

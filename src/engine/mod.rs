@@ -26,6 +26,7 @@ use crate::gateway::{Gateway, GatewaySpec, SessionState};
 use crate::hardware::PerfModel;
 use crate::metrics::bench::BenchReport;
 use crate::metrics::record::{Outcome, RequestRecord};
+use crate::metrics::requests::{RequestLog, RequestSink};
 use crate::metrics::summary::{RouterSummary, WorkerSummary, round};
 use crate::metrics::{Collector, Summary};
 use crate::request::{Request, RequestId};
@@ -114,6 +115,8 @@ pub struct RunOutput {
     pub decisions: Vec<DecisionRecord>,
     /// A benchmark workload's client-side measurements (`concurrency`), apart from the summary.
     pub bench: Option<BenchReport>,
+    /// Rows written to the per-request sink ([`Simulation::stream_requests`]), if one was given.
+    pub requests_written: Option<u64>,
 }
 
 /// One simulation, from a scenario to a summary.
@@ -153,6 +156,8 @@ pub struct Simulation {
     tiers: Option<crate::tiers::Tiers>,
     /// The `[tiers]` section the tiers are built from.
     tiers_spec: crate::tiers::TiersSpec,
+    /// Where finished requests' records stream to, if anywhere.
+    request_log: Option<RequestLog>,
 }
 
 impl Simulation {
@@ -263,6 +268,7 @@ impl Simulation {
             stream_open: false,
             tiers: None,
             tiers_spec: crate::tiers::TiersSpec::default(),
+            request_log: None,
         }
     }
 
@@ -271,6 +277,11 @@ impl Simulation {
     /// it, the laws are still checked once at the end of the run.
     pub fn check_invariants_every_step(&mut self, on: bool) {
         self.check_every_step = on;
+    }
+
+    /// Streams every finished request's record to `sink` (`requests.parquet`), in finishing order.
+    pub fn stream_requests(&mut self, sink: Box<dyn RequestSink>) {
+        self.request_log = Some(RequestLog::new(sink));
     }
 
     /// The end-of-run check: every worker's laws hold and every block has been given back.
@@ -356,7 +367,13 @@ impl Simulation {
         if let Some(e) = self.workload.take_error() {
             return Err(e);
         }
-        Ok(self.into_output())
+        let requests_written = match self.request_log.take() {
+            Some(log) => Some(log.finish()?),
+            None => None,
+        };
+        let mut out = self.into_output();
+        out.requests_written = requests_written;
+        Ok(out)
     }
 
     /// Queues `event` at `at`, counting foreground events.
@@ -664,6 +681,9 @@ impl Simulation {
             reason,
         };
         self.collector.on_finished(&record);
+        if let Some(log) = &mut self.request_log {
+            log.push(&record);
+        }
         let follow_up = self.workload.on_finished(&record, self.now);
         if !self.stream_open && self.workload.resumes_after_finish() {
             self.pull_arrival();
@@ -734,6 +754,7 @@ impl Simulation {
             bench,
             collector: self.collector,
             decisions: self.router.log,
+            requests_written: None,
         }
     }
 }

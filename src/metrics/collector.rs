@@ -79,6 +79,59 @@ impl Latency {
     }
 }
 
+/// Prompt-length buckets of the TTFT breakdown: lower bounds in tokens (each bucket runs to the next).
+pub const PROMPT_BUCKETS: [u32; 5] = [0, 512, 2048, 8192, 32768];
+
+/// Conversation turns reported one by one; later turns are pooled into the last group.
+pub const TURN_GROUPS: usize = 5;
+
+/// Where completed requests' time went, and TTFT broken down by conversation turn and prompt length.
+///
+/// Invariant: every completed request is in `prefill` and `decode` once, in exactly one prompt bucket,
+/// and, if it belongs to a session, in exactly one turn group.
+#[derive(Debug, Clone, Default)]
+pub struct Breakdown {
+    /// First scheduled → first token (prefill, including any preemption and re-prefill before it).
+    pub prefill: Latency,
+    /// First token → finish.
+    pub decode: Latency,
+    /// TTFT of turn 0, 1, ..., and of turns `TURN_GROUPS - 1` and later in the last entry.
+    pub ttft_by_turn: [Latency; TURN_GROUPS],
+    /// TTFT by prompt length, one entry per [`PROMPT_BUCKETS`] bucket.
+    pub ttft_by_prompt: [Latency; PROMPT_BUCKETS.len()],
+}
+
+impl Breakdown {
+    /// The bucket of a prompt of `tokens`.
+    pub fn prompt_bucket(tokens: u32) -> usize {
+        PROMPT_BUCKETS
+            .iter()
+            .rposition(|&lo| tokens >= lo)
+            .unwrap_or(0)
+    }
+
+    fn on_completed(&mut self, r: &RequestRecord, first_token: SimTime) {
+        let ttft = first_token.since(r.arrival).0;
+        if let Some(s) = r.first_scheduled {
+            self.prefill.record(first_token.since(s).0);
+        }
+        self.decode.record(r.finished.since(first_token).0);
+        if let Some(turn) = r.turn {
+            self.ttft_by_turn[(turn as usize).min(TURN_GROUPS - 1)].record(ttft);
+        }
+        self.ttft_by_prompt[Self::prompt_bucket(r.prompt_tokens)].record(ttft);
+    }
+}
+
+/// Tokens of the completed requests one worker served.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerTokens {
+    pub prompt: u64,
+    /// Of the prompt tokens, those served from the worker's prefix cache.
+    pub cached: u64,
+    pub output: u64,
+}
+
 /// Running totals over every finished request.
 #[derive(Debug, Clone)]
 pub struct Collector {
@@ -107,6 +160,8 @@ pub struct Collector {
     pub last_finish: SimTime,
     /// Completed requests per worker.
     pub per_worker: Vec<u64>,
+    /// Prompt, cached and output tokens of the completed requests each worker served.
+    pub per_worker_tokens: Vec<WorkerTokens>,
     /// Conversations that started (requests that were turn 0 of a session), in any outcome.
     pub sessions_started: u64,
     /// Requests that belonged to a session, in any outcome.
@@ -119,6 +174,8 @@ pub struct Collector {
     pub loaded_tokens: u64,
     /// Per-window series, fault marks and the fleet's up count.
     pub series: TimeSeries,
+    /// Where a completed request's time went, and its TTFT by conversation turn and prompt length.
+    pub breakdown: Breakdown,
     /// End of the arrival window (recovery is judged within it).
     pub arrivals_end: SimTime,
 }
@@ -148,6 +205,7 @@ impl Collector {
             preemptions: 0,
             last_finish: SimTime::ZERO,
             per_worker: vec![0; workers],
+            per_worker_tokens: vec![WorkerTokens::default(); workers],
             sessions_started: 0,
             session_requests: 0,
             timed_out: 0,
@@ -156,6 +214,7 @@ impl Collector {
             loaded_tokens: 0,
             series: TimeSeries::new(MetricsSpec::default()),
             arrivals_end: SimTime::MAX,
+            breakdown: Breakdown::default(),
         }
     }
 
@@ -221,6 +280,7 @@ impl Collector {
                 if let Some(s) = r.first_scheduled {
                     self.queue.record(s.since(r.arrival).0);
                 }
+                self.breakdown.on_completed(r, first);
                 let tpot = (r.output_tokens > 1)
                     .then(|| r.finished.since(first).0 / u64::from(r.output_tokens - 1));
                 if let Some(t) = tpot {
@@ -235,6 +295,10 @@ impl Collector {
                 self.output_tokens += u64::from(r.output_tokens);
                 if let Some(w) = r.worker {
                     self.per_worker[w] += 1;
+                    let t = &mut self.per_worker_tokens[w];
+                    t.prompt += u64::from(r.prompt_tokens);
+                    t.cached += u64::from(r.cached_tokens);
+                    t.output += u64::from(r.output_tokens);
                 }
             }
         }
@@ -283,6 +347,23 @@ mod tests {
                 prop_assert!(lo <= x && x <= hi, "q {p}: {x} outside [{lo}, {hi}]");
             }
             prop_assert_eq!(l.min() as f64, lo);
+        }
+    }
+
+    #[test]
+    fn prompt_buckets_start_at_their_lower_bounds() {
+        // Buckets [0, 512), [512, 2048), [2048, 8192), [8192, 32768), [32768, ∞).
+        for (tokens, bucket) in [
+            (0, 0),
+            (511, 0),
+            (512, 1),
+            (2047, 1),
+            (2048, 2),
+            (32767, 3),
+            (32768, 4),
+            (u32::MAX, 4),
+        ] {
+            assert_eq!(Breakdown::prompt_bucket(tokens), bucket, "{tokens}");
         }
     }
 

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod collector;
 pub mod record;
 pub mod recovery;
+pub mod requests;
 pub mod summary;
 pub mod timeseries;
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Serialize, Serializer};
 
-use super::collector::{Collector, Latency};
+use super::collector::{Breakdown, Collector, Latency, PROMPT_BUCKETS, TURN_GROUPS};
 use super::record::RecomputeCause;
 use super::recovery::{self, Recovery};
 use crate::routing::router::ViewAccuracy;
@@ -34,6 +34,13 @@ pub struct Summary {
     pub router: RouterSummary,
     pub workers: Vec<WorkerSummary>,
     pub sim: SimInfo,
+    /// Where a completed request's time goes: queue wait, prefill, decode (and TTFT, E2E as totals).
+    pub phases_ms: Vec<Phase>,
+    /// TTFT by conversation turn (`"0"` is the cold first turn; the last group pools later turns);
+    /// only groups with requests, and empty without sessions.
+    pub ttft_by_turn_ms: Vec<Group>,
+    /// TTFT by prompt length in tokens (`"512-2047"`); only buckets with requests.
+    pub ttft_by_prompt_ms: Vec<Group>,
     /// A benchmark client's own measurements (`concurrency` workloads): TTFT, TPOT and ITL as
     /// `vllm bench serve` defines them, from the client's side, with the warm-up apart. The latencies
     /// above are the engine's (gateway arrival to token) and include the warm-up request.
@@ -42,6 +49,27 @@ pub struct Summary {
     /// KV offload tiers, in order below the GPU (`host`, `disk`, `shared`); absent when none is set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tiers: Option<Vec<TierSummary>>,
+}
+
+/// One phase of completed requests' time.
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    /// `queue`, `prefill`, `decode`, `ttft` or `e2e`.
+    pub phase: String,
+    /// From which event to which.
+    pub span: String,
+    #[serde(flatten)]
+    pub dist: Dist,
+    /// Mean of this phase over mean E2E.
+    pub share_of_e2e: Option<f64>,
+}
+
+/// A latency distribution of one group of requests.
+#[derive(Debug, Clone, Serialize)]
+pub struct Group {
+    pub group: String,
+    #[serde(flatten)]
+    pub dist: Dist,
 }
 
 /// What one KV tier did over a run (summed over workers for `host` and `disk`).
@@ -253,6 +281,57 @@ fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { round(a / b, 6) } else { 0.0 }
 }
 
+fn phases(c: &Collector) -> Vec<Phase> {
+    let e2e = c.e2e.mean();
+    let b = &c.breakdown;
+    [
+        ("queue", "arrival → first scheduled", &c.queue),
+        ("prefill", "first scheduled → first token", &b.prefill),
+        ("decode", "first token → finish", &b.decode),
+        ("ttft", "arrival → first token", &c.ttft),
+        ("e2e", "arrival → finish", &c.e2e),
+    ]
+    .into_iter()
+    .map(|(phase, span, l)| Phase {
+        phase: phase.to_string(),
+        span: span.to_string(),
+        dist: Dist::of(l),
+        share_of_e2e: (l.count() > 0 && e2e > 0.0).then(|| round(l.mean() / e2e, 6)),
+    })
+    .collect()
+}
+
+fn turn_groups(b: &Breakdown) -> Vec<Group> {
+    b.ttft_by_turn
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.count() > 0)
+        .map(|(i, l)| Group {
+            group: if i + 1 == TURN_GROUPS {
+                format!("{i}+")
+            } else {
+                i.to_string()
+            },
+            dist: Dist::of(l),
+        })
+        .collect()
+}
+
+fn prompt_groups(b: &Breakdown) -> Vec<Group> {
+    b.ttft_by_prompt
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.count() > 0)
+        .map(|(i, l)| Group {
+            group: match PROMPT_BUCKETS.get(i + 1) {
+                Some(next) => format!("{}-{}", PROMPT_BUCKETS[i], next - 1),
+                None => format!("{}+", PROMPT_BUCKETS[i]),
+            },
+            dist: Dist::of(l),
+        })
+        .collect()
+}
+
 impl Summary {
     /// Derives the summary from a finished run.
     pub fn build(
@@ -329,6 +408,9 @@ impl Summary {
                 simulated_s: round(simulated_s, 9),
                 events,
             },
+            phases_ms: phases(c),
+            ttft_by_turn_ms: turn_groups(&c.breakdown),
+            ttft_by_prompt_ms: prompt_groups(&c.breakdown),
             benchmark: None,
             tiers: None,
         }
@@ -390,6 +472,7 @@ impl Summary {
                 d.cell(d.max)
             );
         }
+        self.breakdown_markdown(&mut o);
         let t = &self.throughput;
         let _ = writeln!(o, "\n| metric | value |\n|---|---:|");
         let _ = writeln!(o, "| throughput (req/s) | {:.2} |", t.requests_per_s);
@@ -557,5 +640,52 @@ impl Summary {
             }
         }
         o
+    }
+
+    /// The phases table and the TTFT breakdowns, appended to `o`.
+    fn breakdown_markdown(&self, o: &mut String) {
+        use std::fmt::Write;
+        let _ = writeln!(
+            o,
+            "\n| where the time goes (completed requests) | span | mean (ms) | p50 | p95 | share of mean E2E |"
+        );
+        let _ = writeln!(o, "|---|---|---:|---:|---:|---:|");
+        for p in &self.phases_ms {
+            let d = &p.dist;
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} |",
+                p.phase,
+                p.span,
+                d.cell(d.mean),
+                d.cell(d.p50),
+                d.cell(d.p95),
+                p.share_of_e2e
+                    .map_or("–".to_string(), |x| format!("{:.1}%", x * 100.0))
+            );
+        }
+        for (title, groups) in [
+            ("conversation turn", &self.ttft_by_turn_ms),
+            ("prompt tokens", &self.ttft_by_prompt_ms),
+        ] {
+            if groups.is_empty() {
+                continue;
+            }
+            let _ = writeln!(
+                o,
+                "\n| TTFT by {title} | requests | p50 (ms) | p95 (ms) |\n|---|---:|---:|---:|"
+            );
+            for g in groups {
+                let d = &g.dist;
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {} | {} |",
+                    g.group,
+                    d.count,
+                    d.cell(d.p50),
+                    d.cell(d.p95)
+                );
+            }
+        }
     }
 }

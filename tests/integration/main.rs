@@ -14,6 +14,7 @@ mod prefix_cache;
 mod profiles;
 mod queueing;
 mod readme;
+mod results;
 mod routing;
 mod sessions;
 mod tiers;

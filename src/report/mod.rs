@@ -5,13 +5,35 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::engine::RunOutput;
+use crate::metrics::requests::RequestSink;
 use crate::routing::router::DecisionRecord;
+
+pub mod requests;
+pub mod workers;
+
+/// A results folder being written: where, and whether `requests.csv` accompanies `requests.parquet`.
+#[derive(Clone, Copy, Debug)]
+pub struct ResultsDir<'a> {
+    pub dir: &'a Path,
+    pub requests_csv: bool,
+}
+
+impl ResultsDir<'_> {
+    /// The sink that streams a run's requests into this folder's `requests.parquet` (and CSV).
+    pub fn request_sink(&self) -> Result<Box<dyn RequestSink>, String> {
+        Ok(Box::new(requests::ParquetSink::create(
+            self.dir,
+            self.requests_csv,
+        )?))
+    }
+}
 
 /// A file to write: its name within the results directory and its contents.
 pub type OutputFile = (String, Vec<u8>);
 
-/// The files of one run: `summary.json`, `summary.md`, `run_info.json`, `timeseries.csv` and, if decisions were logged,
-/// `decisions.csv`.
+/// The files of one run written at its end: `summary.json`, `summary.md`, `run_info.json`,
+/// `timeseries.csv`, `workers.csv` and, if decisions were logged, `decisions.csv`. (`requests.parquet`
+/// streams in while the run goes: [`ResultsDir::request_sink`].)
 pub fn run_files(out: &RunOutput, wall_s: f64) -> Result<Vec<OutputFile>> {
     let s = &out.summary;
     let info = serde_json::json!({
@@ -30,6 +52,7 @@ pub fn run_files(out: &RunOutput, wall_s: f64) -> Result<Vec<OutputFile>> {
             (serde_json::to_string_pretty(&info)? + "\n").into_bytes(),
         ),
         ("timeseries.csv".to_string(), out.collector.series.to_csv()),
+        ("workers.csv".to_string(), workers::workers_csv(out)?),
     ];
     if !out.decisions.is_empty() {
         files.push(("decisions.csv".to_string(), decisions_csv(&out.decisions)?));
