@@ -165,6 +165,7 @@ fn simulate(
         gateway: Default::default(),
         restart: Default::default(),
         metrics: Default::default(),
+        prices: Default::default(),
     };
     scenario.validate().map_err(|(_, message)| message)?;
     let summary = Simulation::from_scenario(&scenario)?

@@ -51,6 +51,8 @@ pub mod request;
 pub mod rng;
 pub mod routing;
 pub mod scenario;
+pub mod sizing;
+pub mod sweep;
 pub mod time;
 pub mod worker;
 pub mod workload;

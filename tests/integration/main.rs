@@ -16,4 +16,6 @@ mod queueing;
 mod readme;
 mod routing;
 mod sessions;
+mod size;
+mod sweep;
 mod traces;
