@@ -145,6 +145,13 @@ pub enum Command {
         /// good at the worst of several moments.
         #[arg(long, default_value_t = 0)]
         headroom: u32,
+        /// The SLO must still hold when one whole failure domain is lost: workers are placed
+        /// --domain-size per domain, named LABEL-0, LABEL-1, ..., and LABEL-0 crashes for good.
+        #[arg(long, value_name = "LABEL", requires = "domain_size")]
+        headroom_domain: Option<String>,
+        /// Workers per failure domain for --headroom-domain (e.g. 4 per rack).
+        #[arg(long, requires = "headroom_domain", value_parser = clap::value_parser!(u32).range(1..))]
+        domain_size: Option<u32>,
         /// Smallest fraction of requests that must meet every SLO, 0 to 1.
         #[arg(long, default_value_t = 0.95, value_parser = parse_fraction)]
         min_goodput: f64,
@@ -448,6 +455,8 @@ pub fn main_with(cli: Cli) -> Result<()> {
             tp,
             policies,
             headroom,
+            headroom_domain,
+            domain_size,
             min_goodput,
             max_workers,
             set,
@@ -460,7 +469,10 @@ pub fn main_with(cli: Cli) -> Result<()> {
             gpus: &gpus,
             tps: &tp,
             policies: policies.as_deref(),
-            headroom,
+            headroom: crate::sizing::Headroom {
+                workers: headroom,
+                domain: headroom_domain.zip(domain_size),
+            },
             min_goodput,
             max_workers,
             out: out.as_deref(),

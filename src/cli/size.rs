@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use crate::compare::Contender;
 use crate::hardware::GpuId;
 use crate::sizing::search::{Outcome, smallest};
-use crate::sizing::{Candidate, Evaluation, Target, Tried, cost, evaluate, fleet, price};
+use crate::sizing::{Candidate, Evaluation, Headroom, Target, Tried, cost, evaluate, fleet, price};
 
 /// What `fleetsim size` was asked to do.
 pub(super) struct Args<'a> {
@@ -18,7 +18,7 @@ pub(super) struct Args<'a> {
     pub gpus: &'a [GpuId],
     pub tps: &'a [u32],
     pub policies: Option<&'a str>,
-    pub headroom: u32,
+    pub headroom: Headroom,
     pub min_goodput: f64,
     pub max_workers: u32,
     pub out: Option<&'a Path>,
@@ -116,9 +116,9 @@ pub(super) fn size(a: Args) -> Result<()> {
         .context("cannot start worker threads")?;
     let start = g.count.0;
     eprintln!(
-        "sizing {} candidate(s) (headroom {}; SLO: {}; goodput ≥ {:.0}%)",
+        "sizing {} candidate(s) (headroom: {}; SLO: {}; goodput ≥ {:.0}%)",
         candidates.len(),
-        a.headroom,
+        headroom_text(&a.headroom),
         slo_text(&target),
         a.min_goodput * 100.0
     );
@@ -128,7 +128,7 @@ pub(super) fn size(a: Args) -> Result<()> {
             .map(|(c, usd)| {
                 let mut tried = Tried::new();
                 let outcome = smallest(start, a.max_workers, &mut tried, |n| {
-                    evaluate(&base, c, n, a.headroom, &target)
+                    evaluate(&base, c, n, &a.headroom, &target)
                 });
                 Sized {
                     c: c.clone(),
@@ -158,11 +158,11 @@ pub(super) fn size(a: Args) -> Result<()> {
         let reason = if i == 0 && budget.is_some() {
             "cheapest".to_string()
         } else {
-            why_it_loses(r, budget, &base, a.headroom, &target)?
+            why_it_loses(r, budget, &base, &a.headroom, &target)?
         };
         reasons.push(reason);
     }
-    let md = report(&base.name, &target, a.headroom, &results, &reasons, &unfit);
+    let md = report(&base.name, &target, &a.headroom, &results, &reasons, &unfit);
     print!("{md}");
     if let Some(dir) = a.out {
         let json = to_json(&results, &reasons);
@@ -183,7 +183,7 @@ fn why_it_loses(
     r: &mut Sized,
     budget: Option<f64>,
     base: &crate::scenario::Scenario,
-    headroom: u32,
+    headroom: &Headroom,
     target: &Target,
 ) -> Result<String> {
     let Some((own, _)) = r.found() else {
@@ -218,12 +218,34 @@ fn why_it_loses(
     }
     let e = &r.tried[&affordable];
     Ok(match &e.worst {
-        Some(m) => format!("the cheapest fleet's budget buys {affordable} workers: {m}"),
+        Some(m) => format!("the cheapest fleet's budget buys {affordable} worker(s): {m}"),
         None => format!(
             "{affordable} workers would fit the budget and passed here, but {} fewer failed: the SLO is not monotone in the count for this candidate",
             own_count - affordable
         ),
     })
+}
+
+fn headroom_text(h: &Headroom) -> String {
+    if h.is_none() {
+        return "none".into();
+    }
+    let mut parts = Vec::new();
+    if h.workers > 0 {
+        parts.push(format!(
+            "the {} worker(s) with the most conversations lost for good",
+            h.workers
+        ));
+    }
+    if let Some((label, size)) = &h.domain {
+        parts.push(format!(
+            "failure domain {label}-0 ({size} workers; workers placed {size} per domain) lost for good"
+        ));
+    }
+    format!(
+        "{}, at 25%, 50% and 75% of the arrival window (the worst run counts)",
+        parts.join("; or ")
+    )
 }
 
 fn slo_text(t: &Target) -> String {
@@ -248,7 +270,7 @@ fn num(v: f64, decimals: usize) -> String {
 fn report(
     name: &str,
     target: &Target,
-    headroom: u32,
+    headroom: &Headroom,
     results: &[Sized],
     reasons: &[String],
     unfit: &[(Candidate, String)],
@@ -260,13 +282,7 @@ fn report(
         "SLO: {}, goodput ≥ {:.0}%; headroom: {}.\n",
         slo_text(target),
         target.min_goodput * 100.0,
-        if headroom == 0 {
-            "none".to_string()
-        } else {
-            format!(
-                "the {headroom} worker(s) with the most conversations lost for good at 25%, 50% and 75% of the arrival window (the worst counts)"
-            )
-        }
+        headroom_text(headroom)
     );
     o.push_str("| rank | gpu | tp | policy | workers | GPUs | $/h | $/M output tokens | p95 TTFT ms | p95 TPOT ms | goodput | one fewer | runs | verdict |\n");
     o.push_str("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n");

@@ -5,7 +5,8 @@
 //! Invariants:
 //! - A count is *feasible* when every case passes: the scenario as given and, with headroom K, the same
 //!   traffic with the K workers holding the most conversations crashed for good at each of
-//!   [`CRASH_FRACTIONS`] of the arrival window (the worst case decides).
+//!   [`CRASH_FRACTIONS`] of the arrival window (the worst case decides); with a headroom domain, the
+//!   same with one whole failure domain crashed instead.
 //! - The search assumes feasibility grows with the count. It brackets by doubling, bisects, and returns
 //!   a count `n` with `n` feasible and `n - 1` *run and found infeasible* (or `n = 1`): never an
 //!   unverified answer.
@@ -119,6 +120,23 @@ impl Evaluation {
     }
 }
 
+/// What a fleet must survive besides normal operation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Headroom {
+    /// Lose this many workers: those with the most conversations.
+    pub workers: u32,
+    /// Lose one whole failure domain: workers are placed in domains `LABEL-0`, `LABEL-1`, ... of this
+    /// many workers each (the last may be smaller), and the first (a full one) is lost.
+    pub domain: Option<(String, u32)>,
+}
+
+impl Headroom {
+    /// Whether no failure is simulated.
+    pub fn is_none(&self) -> bool {
+        self.workers == 0 && self.domain.is_none()
+    }
+}
+
 /// A candidate fleet shape.
 #[derive(Clone, Debug)]
 pub struct Candidate {
@@ -144,25 +162,48 @@ pub fn fleet(base: &Scenario, c: &Candidate, n: u32) -> Scenario {
     s
 }
 
-fn crash(at: SimDuration) -> FaultSpec {
+/// [`fleet`] with its workers placed in failure domains of `size` workers named `LABEL-0`, `LABEL-1`, ...
+pub fn fleet_in_domains(base: &Scenario, c: &Candidate, n: u32, label: &str, size: u32) -> Scenario {
+    let mut s = fleet(base, c, n);
+    let template = s.workers[0].clone();
+    let size = size.max(1);
+    s.workers = (0..n.div_ceil(size))
+        .map(|d| {
+            let mut g = template.clone();
+            g.count = crate::config::PositiveInt(size.min(n - d * size));
+            g.failure_domain = crate::scenario::Domains(vec![format!("{label}-{d}")]);
+            g
+        })
+        .collect();
+    s
+}
+
+/// A crash for good at `at` of `target` (`worker = "most_sessions"` or `domain = "rack-0"`).
+fn crash(target: &str, at: SimDuration) -> FaultSpec {
     let text = format!(
-        "kind = \"crash\"\nworker = \"most_sessions\"\nat = \"{}ms\"\nrestart = false\n",
+        "kind = \"crash\"\n{target}\nat = \"{}ms\"\nrestart = false\n",
         at.as_millis_f64().round() as u64
     );
     toml::from_str(&text).expect("a well-formed crash fault")
 }
 
-/// The cases a count must pass: (label, scenario).
-fn cases(s: &Scenario, headroom: u32) -> Vec<(String, Scenario)> {
+/// The cases a count must pass: (label, scenario). `s` is the fleet (in domains, if one is to be lost).
+fn cases(s: &Scenario, headroom: &Headroom) -> Vec<(String, Scenario)> {
     let mut out = vec![("no fault".to_string(), s.clone())];
-    if headroom == 0 {
-        return out;
-    }
     for f in CRASH_FRACTIONS {
         let at = SimDuration::from_secs_f64(s.duration.as_secs_f64() * f);
-        let mut c = s.clone();
-        c.faults.extend((0..headroom).map(|_| crash(at)));
-        out.push((format!("{headroom} lost at {at}"), c));
+        if headroom.workers > 0 {
+            let mut c = s.clone();
+            c.faults
+                .extend((0..headroom.workers).map(|_| crash("worker = \"most_sessions\"", at)));
+            out.push((format!("{} lost at {at}", headroom.workers), c));
+        }
+        if let Some((label, _)) = &headroom.domain {
+            let mut c = s.clone();
+            c.faults
+                .push(crash(&format!("domain = \"{label}-0\""), at));
+            out.push((format!("{label}-0 lost at {at}"), c));
+        }
     }
     out
 }
@@ -172,19 +213,25 @@ pub fn evaluate(
     base: &Scenario,
     c: &Candidate,
     n: u32,
-    headroom: u32,
+    headroom: &Headroom,
     target: &Target,
 ) -> Result<Evaluation, String> {
     use rayon::prelude::*;
-    let s = fleet(base, c, n);
-    if headroom >= n {
+    let (s, lost) = match &headroom.domain {
+        Some((label, size)) => (
+            fleet_in_domains(base, c, n, label, *size),
+            headroom.workers.max(*size),
+        ),
+        None => (fleet(base, c, n), headroom.workers),
+    };
+    if lost >= n {
         return Ok(Evaluation {
             count: n,
             worst: Some(Miss {
                 slo: "goodput",
                 value: 0.0,
                 limit: target.min_goodput,
-                case: format!("losing {headroom} of {n} workers leaves none"),
+                case: format!("losing {lost} of {n} workers leaves none"),
             }),
             ttft_p95_ms: f64::NAN,
             tpot_p95_ms: f64::NAN,
