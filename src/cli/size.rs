@@ -67,8 +67,16 @@ pub(super) fn size(a: Args) -> Result<()> {
     let target = Target::from_scenario(&base, a.min_goodput)
         .map_err(|m| anyhow::anyhow!("{}: {m}", a.scenario.display()))?;
     let g = &base.workers[0];
-    let gpus = if a.gpus.is_empty() { vec![g.gpu] } else { a.gpus.to_vec() };
-    let tps = if a.tps.is_empty() { vec![g.tp.0] } else { a.tps.to_vec() };
+    let gpus = if a.gpus.is_empty() {
+        vec![g.gpu]
+    } else {
+        a.gpus.to_vec()
+    };
+    let tps = if a.tps.is_empty() {
+        vec![g.tp.0]
+    } else {
+        a.tps.to_vec()
+    };
     let policies = match a.policies {
         Some(list) => crate::compare::resolve(list, &base).map_err(anyhow::Error::msg)?,
         None => vec![Contender {
@@ -80,8 +88,8 @@ pub(super) fn size(a: Args) -> Result<()> {
     let mut candidates = Vec::new();
     let mut unfit = Vec::new();
     for &gpu in &gpus {
-        let usd = price(&base, gpu)
-            .map_err(|m| anyhow::anyhow!("{}: {m}", a.scenario.display()))?;
+        let usd =
+            price(&base, gpu).map_err(|m| anyhow::anyhow!("{}: {m}", a.scenario.display()))?;
         for &tp in &tps {
             for p in &policies {
                 let c = Candidate {
@@ -141,7 +149,12 @@ pub(super) fn size(a: Args) -> Result<()> {
     });
     for r in &results {
         if let Err(e) = &r.outcome {
-            bail!("{} tp{} {}: {e}", r.c.gpu.as_str(), r.c.tp, r.c.policy.label);
+            bail!(
+                "{} tp{} {}: {e}",
+                r.c.gpu.as_str(),
+                r.c.tp,
+                r.c.policy.label
+            );
         }
     }
     // Cheapest first; infeasible last, in candidate order.
@@ -290,7 +303,8 @@ fn report(
         let runs: u32 = r.tried.values().map(|e| e.runs).sum();
         match r.found() {
             Some((e, below)) => {
-                let (per_hour, per_m) = cost(r.usd_per_gpu_hour, r.c.tp, e.count, e.output_tokens_per_s);
+                let (per_hour, per_m) =
+                    cost(r.usd_per_gpu_hour, r.c.tp, e.count, e.output_tokens_per_s);
                 let fewer = match below {
                     Some(b) => b
                         .worst

@@ -74,8 +74,10 @@ pub(super) fn sweep(a: Args) -> Result<()> {
     store::write_manifest(a.out, &manifest, &[a.scenario])?;
     crate::output::prepare_dir(&store::points_dir(a.out), &[a.scenario])?;
 
-    let mut todo: Vec<&(usize, Vec<String>, Scenario)> =
-        points.iter().filter(|(p, _, _)| !done.contains_key(p)).collect();
+    let mut todo: Vec<&(usize, Vec<String>, Scenario)> = points
+        .iter()
+        .filter(|(p, _, _)| !done.contains_key(p))
+        .collect();
     let skipped = points.len() - todo.len();
     let stopped = a.stop_after.is_some_and(|n| n < todo.len());
     if let Some(n) = a.stop_after {
@@ -94,22 +96,31 @@ pub(super) fn sweep(a: Args) -> Result<()> {
         if shard.is_all() {
             String::new()
         } else {
-            format!(" in shard {}/{} of {}", shard.index, shard.count, grid.len())
+            format!(
+                " in shard {}/{} of {}",
+                shard.index,
+                shard.count,
+                grid.len()
+            )
         },
         skipped,
         todo.len()
     );
     pool.install(|| {
-        todo.par_iter().try_for_each(|(p, overrides, s)| -> Result<()> {
-            let r = run_point(&manifest.fingerprint, *p, overrides.clone(), s, a.replicas)
-                .map_err(anyhow::Error::msg)
-                .with_context(|| format!("point {p} ({})", overrides.join(" ")))?;
-            store::write_point(a.out, &r)?;
-            Ok(())
-        })
+        todo.par_iter()
+            .try_for_each(|(p, overrides, s)| -> Result<()> {
+                let r = run_point(&manifest.fingerprint, *p, overrides.clone(), s, a.replicas)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(|| format!("point {p} ({})", overrides.join(" ")))?;
+                store::write_point(a.out, &r)?;
+                Ok(())
+            })
     })?;
     if stopped {
-        bail!("stopped after {} point(s) as asked (--stop-after)", todo.len());
+        bail!(
+            "stopped after {} point(s) as asked (--stop-after)",
+            todo.len()
+        );
     }
     if !shard.is_all() {
         println!(

@@ -163,7 +163,13 @@ pub fn fleet(base: &Scenario, c: &Candidate, n: u32) -> Scenario {
 }
 
 /// [`fleet`] with its workers placed in failure domains of `size` workers named `LABEL-0`, `LABEL-1`, ...
-pub fn fleet_in_domains(base: &Scenario, c: &Candidate, n: u32, label: &str, size: u32) -> Scenario {
+pub fn fleet_in_domains(
+    base: &Scenario,
+    c: &Candidate,
+    n: u32,
+    label: &str,
+    size: u32,
+) -> Scenario {
     let mut s = fleet(base, c, n);
     let template = s.workers[0].clone();
     let size = size.max(1);
@@ -200,8 +206,7 @@ fn cases(s: &Scenario, headroom: &Headroom) -> Vec<(String, Scenario)> {
         }
         if let Some((label, _)) = &headroom.domain {
             let mut c = s.clone();
-            c.faults
-                .push(crash(&format!("domain = \"{label}-0\""), at));
+            c.faults.push(crash(&format!("domain = \"{label}-0\""), at));
             out.push((format!("{label}-0 lost at {at}"), c));
         }
     }

@@ -100,8 +100,8 @@ mod tests {
         for answer in 1..=40u32 {
             for start in [1, 3, 8, 50] {
                 let mut tried = Tried::new();
-                let out = smallest(start, 64, &mut tried, |n| Ok::<_, ()>(ev(n, n >= answer)))
-                    .unwrap();
+                let out =
+                    smallest(start, 64, &mut tried, |n| Ok::<_, ()>(ev(n, n >= answer))).unwrap();
                 match out {
                     Outcome::Found { count, below } => {
                         assert_eq!(count, answer, "start {start}");

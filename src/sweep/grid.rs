@@ -17,7 +17,9 @@ pub enum GridError {
     NoEquals(String),
     #[error("--grid {0}: no values after `=`")]
     NoValues(String),
-    #[error("--grid {spec}: the value list has an empty entry (two commas in a row, or a trailing comma)")]
+    #[error(
+        "--grid {spec}: the value list has an empty entry (two commas in a row, or a trailing comma)"
+    )]
     EmptyValue { spec: String },
     #[error("--grid {key}: the key is given twice; put all its values in one --grid")]
     Duplicate { key: String },
@@ -25,7 +27,9 @@ pub enum GridError {
     DuplicateValue { spec: String, value: String },
     #[error("--shard {0}: expected I/N with 0 <= I < N (e.g. 0/4 .. 3/4)")]
     BadShard(String),
-    #[error("--shard {index}/{count}: shard index {index} is out of range: shards are numbered 0 to {last}")]
+    #[error(
+        "--shard {index}/{count}: shard index {index} is out of range: shards are numbered 0 to {last}"
+    )]
     ShardOutOfRange { index: u64, count: u64, last: u64 },
 }
 
@@ -172,7 +176,9 @@ mod tests {
         let all: Vec<String> = (0..6).map(|p| g.overrides(p).join(" ")).collect();
         assert_eq!(
             all,
-            ["a=1 b=x", "a=1 b=y", "a=1 b=z", "a=2 b=x", "a=2 b=y", "a=2 b=z"]
+            [
+                "a=1 b=x", "a=1 b=y", "a=1 b=z", "a=2 b=x", "a=2 b=y", "a=2 b=z"
+            ]
         );
     }
 
@@ -181,9 +187,18 @@ mod tests {
         assert_eq!(grid(&[]), Err(GridError::Empty));
         assert!(matches!(grid(&["a"]), Err(GridError::NoEquals(_))));
         assert!(matches!(grid(&["a="]), Err(GridError::NoValues(_))));
-        assert!(matches!(grid(&["a=1,,2"]), Err(GridError::EmptyValue { .. })));
-        assert!(matches!(grid(&["a=1", "a=2"]), Err(GridError::Duplicate { .. })));
-        assert!(matches!(grid(&["a=1,1"]), Err(GridError::DuplicateValue { .. })));
+        assert!(matches!(
+            grid(&["a=1,,2"]),
+            Err(GridError::EmptyValue { .. })
+        ));
+        assert!(matches!(
+            grid(&["a=1", "a=2"]),
+            Err(GridError::Duplicate { .. })
+        ));
+        assert!(matches!(
+            grid(&["a=1,1"]),
+            Err(GridError::DuplicateValue { .. })
+        ));
     }
 
     #[test]
@@ -198,7 +213,9 @@ mod tests {
         );
         assert!(Shard::parse("0/0").is_err());
         assert!(Shard::parse("x").is_err());
-        let shards: Vec<Shard> = (0..3).map(|i| Shard::parse(&format!("{i}/3")).unwrap()).collect();
+        let shards: Vec<Shard> = (0..3)
+            .map(|i| Shard::parse(&format!("{i}/3")).unwrap())
+            .collect();
         for p in 0..20 {
             assert_eq!(shards.iter().filter(|s| s.holds(p)).count(), 1, "point {p}");
         }

@@ -56,7 +56,10 @@ pub fn run_point(
 
 /// The final files of a finished sweep (every point present, in grid order): `sweep.parquet`,
 /// `sweep.csv`, `sweep.md` and the plots.
-pub fn result_files(m: &Manifest, points: &[PointResult]) -> Result<Vec<(String, Vec<u8>)>, String> {
+pub fn result_files(
+    m: &Manifest,
+    points: &[PointResult],
+) -> Result<Vec<(String, Vec<u8>)>, String> {
     debug_assert!(points.iter().enumerate().all(|(i, p)| p.point == i));
     let spread = m.replicas > 1;
     let rows = table::rows(&m.grid, points);
@@ -64,7 +67,10 @@ pub fn result_files(m: &Manifest, points: &[PointResult]) -> Result<Vec<(String,
         .map_err(|e| format!("cannot write sweep.parquet: {e}"))?;
     let mut files = vec![
         ("sweep.parquet".to_string(), parquet),
-        ("sweep.csv".to_string(), table::to_csv(&m.grid, &rows, spread)),
+        (
+            "sweep.csv".to_string(),
+            table::to_csv(&m.grid, &rows, spread),
+        ),
         (
             "sweep.md".to_string(),
             table::to_markdown(&m.scenario, &m.grid, &rows, spread).into_bytes(),

@@ -12,7 +12,10 @@ use super::table::{METRICS, Row};
 pub const PLOTTED: [(&str, &str); 4] = [
     ("ttft_p95_ms", "p95 TTFT (ms)"),
     ("tpot_p95_ms", "p95 TPOT (ms)"),
-    ("goodput_fraction", "goodput (fraction of requests within SLO)"),
+    (
+        "goodput_fraction",
+        "goodput (fraction of requests within SLO)",
+    ),
     ("output_tokens_per_s", "output tokens/s"),
 ];
 
@@ -74,7 +77,11 @@ fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     if !lo.is_finite() {
         return (0.0, 1.0);
     }
-    let pad = if hi > lo { (hi - lo) * 0.05 } else { lo.abs().max(1.0) * 0.1 };
+    let pad = if hi > lo {
+        (hi - lo) * 0.05
+    } else {
+        lo.abs().max(1.0) * 0.1
+    };
     (lo - pad, hi + pad)
 }
 
@@ -112,7 +119,11 @@ fn line_plot(
             chart
                 .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
                 .map_err(|e| err(&e))?
-                .label(if name.is_empty() { "all" } else { name.as_str() })
+                .label(if name.is_empty() {
+                    "all"
+                } else {
+                    name.as_str()
+                })
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
             chart
                 .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))

@@ -202,7 +202,10 @@ pub fn to_markdown(scenario: &str, grid: &Grid, rows: &[Row], spread: bool) -> S
             let _ = write!(o, " {v} |");
         }
         for k in SHOWN {
-            let i = METRICS.iter().position(|(m, _)| *m == k).expect("shown metric");
+            let i = METRICS
+                .iter()
+                .position(|(m, _)| *m == k)
+                .expect("shown metric");
             let (m, sd) = r.metrics[i];
             let text = match (m, sd) {
                 (None, _) => "–".to_string(),
@@ -239,12 +242,16 @@ pub fn to_parquet(grid: &Grid, rows: &[Row], spread: bool) -> PolarsResult<Vec<u
     for (j, (k, _)) in METRICS.iter().enumerate() {
         cols.push(Column::new(
             (*k).into(),
-            rows.iter().map(|r| r.metrics[j].0).collect::<Vec<Option<f64>>>(),
+            rows.iter()
+                .map(|r| r.metrics[j].0)
+                .collect::<Vec<Option<f64>>>(),
         ));
         if spread {
             cols.push(Column::new(
                 format!("{k}_sd").into(),
-                rows.iter().map(|r| r.metrics[j].1).collect::<Vec<Option<f64>>>(),
+                rows.iter()
+                    .map(|r| r.metrics[j].1)
+                    .collect::<Vec<Option<f64>>>(),
             ));
         }
     }
@@ -261,7 +268,10 @@ mod tests {
     #[test]
     fn mean_and_sample_sd() {
         // 1, 2, 3: mean 2, sample variance ((1)+(0)+(1))/2 = 1.
-        assert_eq!(mean_sd(&[Some(1.0), Some(2.0), Some(3.0)]), (Some(2.0), Some(1.0)));
+        assert_eq!(
+            mean_sd(&[Some(1.0), Some(2.0), Some(3.0)]),
+            (Some(2.0), Some(1.0))
+        );
         assert_eq!(mean_sd(&[Some(4.0), None]), (Some(4.0), None));
         assert_eq!(mean_sd(&[None]), (None, None));
     }
@@ -284,7 +294,9 @@ mod tests {
             },
         ];
         let bytes = to_parquet(&grid, &rows, false).unwrap();
-        let df = ParquetReader::new(std::io::Cursor::new(bytes)).finish().unwrap();
+        let df = ParquetReader::new(std::io::Cursor::new(bytes))
+            .finish()
+            .unwrap();
         assert_eq!(df.height(), 2);
         assert_eq!(df.width(), 3 + METRICS.len());
         let ttft = df.column("ttft_p95_ms").unwrap().f64().unwrap().clone();

@@ -59,13 +59,21 @@ fn sharded_and_merged_equals_unsharded_byte_for_byte() {
     let whole = t.path("whole");
     fleetsim().args(sweep_args(&whole)).assert().success();
     let got = files(&whole);
-    for name in ["sweep.json", "sweep.parquet", "sweep.csv", "sweep.md", "points/000003.json"] {
+    for name in [
+        "sweep.json",
+        "sweep.parquet",
+        "sweep.csv",
+        "sweep.md",
+        "points/000003.json",
+    ] {
         assert!(got.contains_key(name), "{name} missing: {:?}", got.keys());
     }
     assert!(got.keys().any(|k| k.ends_with(".svg")), "a plot is written");
     let csv = String::from_utf8(got["sweep.csv"].clone()).unwrap();
     assert_eq!(csv.lines().count(), 1 + 4, "{csv}");
-    assert!(csv.starts_with("point,workers.0.count,router.policy,replicas,completed,completed_sd,"));
+    assert!(
+        csv.starts_with("point,workers.0.count,router.policy,replicas,completed,completed_sd,")
+    );
     // Grid order: the last key varies fastest.
     let second: Vec<&str> = csv.lines().nth(2).unwrap().split(',').take(3).collect();
     assert_eq!(second, ["1", "2", "least_outstanding"]);
@@ -76,11 +84,18 @@ fn sharded_and_merged_equals_unsharded_byte_for_byte() {
         let mut args = sweep_args(&dir);
         args.extend(["--shard".into(), format!("{i}/3")]);
         fleetsim().args(args).assert().success();
-        assert!(!dir.join("sweep.csv").exists(), "a shard writes no final table");
+        assert!(
+            !dir.join("sweep.csv").exists(),
+            "a shard writes no final table"
+        );
         shards.push(dir);
     }
     let merged = t.path("merged");
-    let mut args = vec!["merge".to_string(), "--out".into(), merged.display().to_string()];
+    let mut args = vec![
+        "merge".to_string(),
+        "--out".into(),
+        merged.display().to_string(),
+    ];
     args.extend(shards.iter().map(|d| d.display().to_string()));
     fleetsim().args(args).assert().success();
     assert_eq!(files(&merged), got);
@@ -94,7 +109,12 @@ fn a_killed_sweep_resumed_equals_one_that_ran_through() {
 
     let resumed = t.path("resumed");
     let mut args = sweep_args(&resumed);
-    args.extend(["--threads".into(), "1".into(), "--stop-after".into(), "1".into()]);
+    args.extend([
+        "--threads".into(),
+        "1".into(),
+        "--stop-after".into(),
+        "1".into(),
+    ]);
     fleetsim().args(args).assert().failure();
     assert_eq!(
         std::fs::read_dir(resumed.join("points")).unwrap().count(),
@@ -106,7 +126,11 @@ fn a_killed_sweep_resumed_equals_one_that_ran_through() {
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(err.contains("--resume"), "{err}");
     // A temporary file left by a kill mid-write is ignored.
-    std::fs::write(resumed.join("points").join(".000002.json.tmp123"), b"{\"half").unwrap();
+    std::fs::write(
+        resumed.join("points").join(".000002.json.tmp123"),
+        b"{\"half",
+    )
+    .unwrap();
     let mut args = sweep_args(&resumed);
     args.push("--resume".into());
     fleetsim().args(args.clone()).assert().success();
@@ -142,9 +166,21 @@ fn bad_grids_are_refused_with_nothing_written() {
         &["sweep", q, "--out", o, "--grid", "workers.0.count=2,four"],
         "workers.0.count",
     );
-    refused(&["sweep", q, "--out", o, "--grid", "workload.rate="], "no values");
     refused(
-        &["sweep", q, "--out", o, "--grid", "workload.rate=1,2", "--shard", "2/2"],
+        &["sweep", q, "--out", o, "--grid", "workload.rate="],
+        "no values",
+    );
+    refused(
+        &[
+            "sweep",
+            q,
+            "--out",
+            o,
+            "--grid",
+            "workload.rate=1,2",
+            "--shard",
+            "2/2",
+        ],
         "out of range",
     );
     assert!(!out.exists(), "nothing written");
@@ -186,7 +222,12 @@ fn shards_of_different_sweeps_are_not_merged() {
     );
     // One shard alone is incomplete: refused too.
     refused(
-        &["merge", "--out", merged.to_str().unwrap(), t.path("a").to_str().unwrap()],
+        &[
+            "merge",
+            "--out",
+            merged.to_str().unwrap(),
+            t.path("a").to_str().unwrap(),
+        ],
         "in none of the shards",
     );
     assert!(!merged.exists(), "nothing written");
