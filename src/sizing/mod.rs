@@ -333,3 +333,89 @@ pub fn cost(usd_per_gpu_hour: f64, tp: u32, count: u32, output_tokens_per_s: f64
 
 /// Evaluations of one candidate, by count (the search's memory).
 pub type Tried = BTreeMap<u32, Evaluation>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: &str = r#"
+name = "t"
+duration = "10s"
+
+[[workers]]
+count = 2
+gpu = "h100"
+model = "llama-3.1-8b"
+
+[workload]
+kind = "poisson"
+rate = 5.0
+prompt = { dist = "fixed", tokens = 100 }
+output = { dist = "fixed", tokens = 10 }
+
+[slo]
+ttft = "1s"
+"#;
+
+    #[test]
+    fn the_scenario_price_wins_over_the_catalogue() {
+        let plain = Scenario::parse(S, "s.toml", &[]).unwrap();
+        assert_eq!(price(&plain, GpuId::H100).unwrap(), 3.00);
+        let e = price(&plain, GpuId::L40s).unwrap_err();
+        assert!(e.contains("[prices]") && e.contains("l40s"), "{e}");
+        let own = Scenario::parse(
+            &format!("{S}\n[prices]\nh100 = 2.1\nl40s = 0.9\n"),
+            "s.toml",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(price(&own, GpuId::H100).unwrap(), 2.1);
+        assert_eq!(price(&own, GpuId::L40s).unwrap(), 0.9);
+    }
+
+    #[test]
+    fn bad_prices_name_the_line() {
+        let text = format!("{S}\n[prices]\nh900 = 2.1\n");
+        let line = text.lines().position(|l| l.starts_with("h900")).unwrap() + 1;
+        let e = Scenario::parse(&text, "s.toml", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(&format!("s.toml:{line}:")) && e.contains("h900"),
+            "{e}"
+        );
+        let e = Scenario::parse(&format!("{S}\n[prices]\nh100 = -1\n"), "s.toml", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("greater than 0"), "{e}");
+    }
+
+    #[test]
+    fn cost_per_hour_and_per_million_tokens() {
+        // 4 workers × TP 2 × $3/GPU-h = $24/h; 1,000 output tokens/s = 3.6 M tokens/h → $6.67 per M.
+        let (h, m) = cost(3.0, 2, 4, 1000.0);
+        assert_eq!(h, 24.0);
+        assert!((m - 24.0 / 3.6).abs() < 1e-12);
+        assert!(cost(3.0, 1, 1, 0.0).1.is_nan());
+    }
+
+    #[test]
+    fn domains_hold_at_most_their_size_and_cover_the_fleet() {
+        let s = Scenario::parse(S, "s.toml", &[]).unwrap();
+        let c = Candidate {
+            gpu: GpuId::H200,
+            tp: 1,
+            policy: Contender {
+                label: "round_robin".into(),
+                router: s.router.clone(),
+                scenario: None,
+            },
+        };
+        let f = fleet_in_domains(&s, &c, 10, "rack", 4);
+        let counts: Vec<u32> = f.workers.iter().map(|g| g.count.0).collect();
+        assert_eq!(counts, [4, 4, 2]);
+        assert_eq!(f.workers[2].failure_domain.0, ["rack-2"]);
+        assert!(f.workers.iter().all(|g| g.gpu == GpuId::H200));
+        assert!(f.validate().is_ok());
+    }
+}
