@@ -193,6 +193,7 @@ fn simulate(
         restart: Default::default(),
         metrics: Default::default(),
         tiers: Default::default(),
+        prices: Default::default(),
     };
     scenario.validate().map_err(|(_, message)| message)?;
     let out = Simulation::from_scenario(&scenario)?.run(&mut |_| {});

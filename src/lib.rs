@@ -28,6 +28,9 @@
 //! - [`scenario`]: the TOML scenario format, with errors that name file, line and field.
 //! - [`compare`]: the same arrivals through several policies in parallel; [`report`]: the exporters;
 //!   [`output`]: every file written goes through a temporary file and a rename, never over an input.
+//! - [`sweep`]: `fleetsim sweep` and `merge`: grids of overrides run in parallel, one atomic file per point,
+//!   resumable and shardable; [`sizing`]: `fleetsim size`: the cheapest fleet per GPU × TP × policy that
+//!   meets the SLOs, with failure headroom simulated by crashes.
 //! - [`limits`]: what a scenario will cost in memory and time, checked before anything runs.
 //! - [`estimate`]: `fleetsim estimate`: one configuration's prefill, decode and latency numbers, from the same
 //!   simulation (a closed-loop [`workload::ClosedLoop`] of C clients).
@@ -52,6 +55,8 @@ pub mod rng;
 pub mod routing;
 pub mod scenario;
 pub mod tiers;
+pub mod sizing;
+pub mod sweep;
 pub mod time;
 pub mod worker;
 pub mod workload;

@@ -65,6 +65,10 @@ pub struct Scenario {
     /// KV offload tiers below GPU memory (`[tiers.host]`, `[tiers.disk]`, `[tiers.shared]`).
     #[serde(default)]
     pub tiers: crate::tiers::TiersSpec,
+    /// US dollars per GPU-hour by GPU id, overriding the catalogue's on-demand prices
+    /// ([`crate::hardware::price`]) for `fleetsim size`.
+    #[serde(default)]
+    pub prices: BTreeMap<GpuId, crate::config::Positive>,
 }
 
 /// The largest fleet with faults: per-worker fault state is materialised.
@@ -560,13 +564,30 @@ fn find_line(text: &str, path: &str) -> Option<usize> {
     header_line
 }
 
-/// Sets `key.path=value` in a TOML table; `value` is read as TOML, or as a string if it is not TOML.
+/// `workers.0.count` written as `workers[0].count`: a key that is a number indexes the array before it.
+fn index_segments(path: &str) -> String {
+    let mut out = String::with_capacity(path.len() + 2);
+    for (i, seg) in path.split('.').enumerate() {
+        if i > 0 && !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{seg}]"));
+        } else {
+            if i > 0 {
+                out.push('.');
+            }
+            out.push_str(seg);
+        }
+    }
+    out
+}
+
+/// Sets `key.path=value` in a TOML table (`workers[0].count` or `workers.0.count`); `value` is read as TOML, or as a string if it is not TOML.
 fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), String> {
     let (path, raw) = assignment
         .split_once('=')
         .ok_or_else(|| "expected key.path=value".to_string())?;
     let value = toml_value(raw);
-    let keys: Vec<&str> = path.trim().split('.').collect();
+    let path = index_segments(path.trim());
+    let keys: Vec<&str> = path.split('.').collect();
     let mut cur = table;
     for (depth, k) in keys.iter().enumerate() {
         let last = depth + 1 == keys.len();
@@ -700,6 +721,8 @@ policy = "least_outstanding"
         assert_eq!(s.worker_count(), 5);
         assert_eq!(s.workload.rate.unwrap().0, 9.0);
         assert_eq!(s.router.policy, PolicyConfig::Random {});
+        let dotted = Scenario::parse(GOOD, "s.toml", &["workers.0.count=7".into()]).unwrap();
+        assert_eq!(dotted.worker_count(), 7);
         let e = Scenario::parse(GOOD, "s.toml", &["workers[3].count=1".into()]).unwrap_err();
         assert!(e.to_string().contains("no element 3"), "{e}");
     }

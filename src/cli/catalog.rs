@@ -28,6 +28,27 @@ pub fn catalog() -> String {
             s.link_bw / 1e9
         );
     }
+    let _ = writeln!(
+        o,
+        "\nGPU prices (on demand, US$ per GPU-hour, for `size`; a scenario's [prices] table overrides them)"
+    );
+    for g in GpuId::ALL {
+        let _ = match crate::hardware::price::catalogue_price(g) {
+            Some(p) => writeln!(
+                o,
+                "  {:<9} {:>5.2}  {}",
+                g.as_str(),
+                p.usd_per_gpu_hour,
+                p.source
+            ),
+            None => writeln!(
+                o,
+                "  {:<9} {:>5}  no public price recorded: set one in [prices]",
+                g.as_str(),
+                "-"
+            ),
+        };
+    }
     let _ = writeln!(o, "\nModels");
     let _ = writeln!(
         o,

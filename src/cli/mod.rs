@@ -1,4 +1,5 @@
-//! The command line: `run`, `compare`, `validate`, `estimate`, `calibrate`, `catalog`, `trace gen|stats|convert`.
+//! The command line: `run`, `compare`, `sweep`, `merge`, `size`, `validate`, `estimate`, `calibrate`, `catalog`,
+//! `trace gen|stats|convert`.
 //!
 //! This module holds the argument definitions and the dispatch; each command's code is in its own file.
 
@@ -6,7 +7,10 @@ mod calibrate;
 mod catalog;
 mod compare;
 mod estimate;
+mod merge;
 mod run;
+mod size;
+mod sweep;
 mod trace;
 mod validate;
 
@@ -83,6 +87,92 @@ pub enum Command {
         /// No progress bars.
         #[arg(long, short)]
         quiet: bool,
+        /// Worker threads, 1 to 1024 (default: one per core). Results do not depend on it.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=crate::limits::MAX_THREADS as i64))]
+        threads: Option<u16>,
+        /// Run even if the scenario exceeds the size limits (docs/limits.md).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Run the cartesian product of `--grid` overrides in parallel: one row per point in sweep.parquet,
+    /// sweep.csv and sweep.md, plus plots; resumable (`--resume`) and shardable (`--shard I/N`).
+    Sweep {
+        /// Scenario file (TOML).
+        scenario: PathBuf,
+        /// A swept key and its values, `KEY=V1,V2,...` (any key `--set` accepts, e.g.
+        /// `workers.0.count=4,8,16`, `router.policy=round_robin,prefix_aware`); repeat for more keys.
+        #[arg(long = "grid", value_name = "KEY=V1,V2,...")]
+        grid: Vec<String>,
+        /// Results directory: sweep.json, points/, and (once every point is done) the tables and plots.
+        #[arg(long)]
+        out: PathBuf,
+        /// Override a scenario value for every point, e.g. `--set duration=\"2m\"`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Runs per point with seeds seed, seed+1, ...; the tables give their mean and standard deviation.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        replicas: u32,
+        /// Run only shard I of N (0 ≤ I < N): the points p with p mod N = I. Combine with `fleetsim merge`.
+        #[arg(long, value_name = "I/N")]
+        shard: Option<String>,
+        /// Continue an interrupted sweep in --out: points already finished there are not run again.
+        #[arg(long)]
+        resume: bool,
+        /// Worker threads, 1 to 1024 (default: one per core). Results do not depend on it.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=crate::limits::MAX_THREADS as i64))]
+        threads: Option<u16>,
+        /// Run even if a point exceeds the size limits (docs/limits.md).
+        #[arg(long)]
+        force: bool,
+        /// Stop with an error after this many points (tests use it to interrupt a sweep).
+        #[arg(long, hide = true)]
+        stop_after: Option<usize>,
+    },
+    /// Combine the shard directories of one sweep (`fleetsim sweep --shard I/N`) into its final files.
+    Merge {
+        /// Shard directories (the same directory may hold several shards).
+        #[arg(required = true)]
+        shards: Vec<PathBuf>,
+        /// Directory of the merged sweep.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// For each candidate GPU × TP × policy, the smallest worker count that meets the scenario's SLOs
+    /// (p95 TTFT, p95 TPOT, goodput), optionally with failure headroom; costed and ranked.
+    Size {
+        /// Scenario file (TOML) with one [[workers]] group and an [slo] table.
+        scenario: PathBuf,
+        /// Candidate GPUs, comma-separated (default: the scenario's).
+        #[arg(long, value_delimiter = ',', value_parser = parse_id::<GpuId>)]
+        gpus: Vec<GpuId>,
+        /// Candidate tensor-parallel degrees, comma-separated (default: the scenario's).
+        #[arg(long, value_delimiter = ',', value_parser = parse_tp)]
+        tp: Vec<u32>,
+        /// Candidate policies, as for `compare --policies` (default: the scenario's router).
+        #[arg(long)]
+        policies: Option<String>,
+        /// The SLO must still hold when this many workers (those with the most conversations) are lost for
+        /// good at the worst of several moments.
+        #[arg(long, default_value_t = 0)]
+        headroom: u32,
+        /// The SLO must still hold when one whole failure domain is lost: workers are placed
+        /// --domain-size per domain, named LABEL-0, LABEL-1, ..., and LABEL-0 crashes for good.
+        #[arg(long, value_name = "LABEL", requires = "domain_size")]
+        headroom_domain: Option<String>,
+        /// Workers per failure domain for --headroom-domain (e.g. 4 per rack).
+        #[arg(long, requires = "headroom_domain", value_parser = clap::value_parser!(u32).range(1..))]
+        domain_size: Option<u32>,
+        /// Smallest fraction of requests that must meet every SLO, 0 to 1.
+        #[arg(long, default_value_t = 0.95, value_parser = parse_fraction)]
+        min_goodput: f64,
+        /// Largest worker count tried per candidate.
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        max_workers: u32,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Also write size.md and size.json here.
+        #[arg(long)]
+        out: Option<PathBuf>,
         /// Worker threads, 1 to 1024 (default: one per core). Results do not depend on it.
         #[arg(long, value_parser = clap::value_parser!(u16).range(1..=crate::limits::MAX_THREADS as i64))]
         threads: Option<u16>,
@@ -353,6 +443,60 @@ pub fn main_with(cli: Cli) -> Result<()> {
             force,
             quiet,
         ),
+        Command::Sweep {
+            scenario,
+            grid,
+            out,
+            set,
+            replicas,
+            shard,
+            resume,
+            threads,
+            force,
+            stop_after,
+        } => sweep::sweep(sweep::Args {
+            scenario: &scenario,
+            grid: &grid,
+            out: &out,
+            set: &set,
+            replicas,
+            shard: shard.as_deref(),
+            resume,
+            threads: threads.map(usize::from),
+            force,
+            stop_after,
+        }),
+        Command::Merge { shards, out } => merge::merge(&out, &shards),
+        Command::Size {
+            scenario,
+            gpus,
+            tp,
+            policies,
+            headroom,
+            headroom_domain,
+            domain_size,
+            min_goodput,
+            max_workers,
+            set,
+            out,
+            threads,
+            force,
+        } => size::size(size::Args {
+            scenario: &scenario,
+            set: &set,
+            gpus: &gpus,
+            tps: &tp,
+            policies: policies.as_deref(),
+            headroom: crate::sizing::Headroom {
+                workers: headroom,
+                domain: headroom_domain.zip(domain_size),
+            },
+            min_goodput,
+            max_workers,
+            out: out.as_deref(),
+            threads: threads.map(usize::from),
+            force,
+        }),
         Command::Validate {
             scenario,
             set,
@@ -455,6 +599,13 @@ fn parse_speedup(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         _ => Err(format!("expected a number greater than 0, got {s}")),
+    }
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("expected a fraction between 0 and 1, got {s}")),
     }
 }
 

@@ -18,4 +18,6 @@ mod results;
 mod routing;
 mod sessions;
 mod tiers;
+mod size;
+mod sweep;
 mod traces;

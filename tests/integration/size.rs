@@ -1,0 +1,104 @@
+//! `fleetsim size` on a case whose answer follows from the step model: a throughput-bound load.
+
+use assert_cmd::Command;
+use fleetsim::hardware::{GpuId, ModelId, PerfModel, Precision, StepShape};
+
+use crate::common::TempDir;
+
+const B: u64 = 16; // max_num_seqs
+const PROMPT: u64 = 16;
+const OUTPUT: u64 = 128;
+
+/// The most requests per second one worker can finish (μ_max), from the step model alone.
+///
+/// At saturation the batch always holds B sequences. A request spends OUTPUT steps in the batch (its
+/// prompt step gives the first token, then OUTPUT − 1 decode steps), so a step finishes B / OUTPUT
+/// requests on average, and the same fraction B / OUTPUT of steps also carries one new 16-token prompt
+/// chunk. Decode contexts run from PROMPT to PROMPT + OUTPUT: PROMPT + OUTPUT / 2 on average.
+/// μ_max = (B / OUTPUT) / t_step, t_step = (1 − f)·t_decode + f·t_mixed, f = B / OUTPUT.
+fn mu_max() -> f64 {
+    let perf = PerfModel::calibrated(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16);
+    let ctx = PROMPT + OUTPUT / 2;
+    let t_decode = perf.decode_step_seconds(B, ctx);
+    let mut mixed = StepShape::default();
+    mixed.add(PROMPT, 0);
+    for _ in 1..B {
+        mixed.add(1, ctx);
+    }
+    let t_mixed = perf.step_seconds(&mixed);
+    let f = B as f64 / OUTPUT as f64;
+    let t_step = (1.0 - f) * t_decode + f * t_mixed;
+    (B as f64 / OUTPUT as f64) / t_step
+}
+
+fn scenario(rate: f64) -> String {
+    format!(
+        r#"
+name = "throughput-bound"
+seed = 7
+duration = "120s"
+
+[[workers]]
+count = 1
+gpu = "h100"
+model = "llama-3.1-8b"
+max_num_seqs = {B}
+enable_prefix_caching = false
+
+[workload]
+kind = "poisson"
+rate = {rate}
+prompt = {{ dist = "fixed", tokens = {PROMPT} }}
+output = {{ dist = "fixed", tokens = {OUTPUT} }}
+
+[router]
+policy = "least_outstanding"
+
+[slo]
+ttft = "5s"
+tpot = "1s"
+"#
+    )
+}
+
+fn size(t: &TempDir, rate: f64, headroom: u32) -> serde_json::Value {
+    let path = t.path(&format!("s-{headroom}.toml"));
+    std::fs::write(&path, scenario(rate)).unwrap();
+    let out = t.path(&format!("out-{headroom}"));
+    Command::cargo_bin("fleetsim")
+        .unwrap()
+        .args([
+            "size",
+            path.to_str().unwrap(),
+            "--headroom",
+            &headroom.to_string(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    serde_json::from_str(&std::fs::read_to_string(out.join("size.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn a_throughput_bound_load_needs_ceil_lambda_over_mu_max_workers() {
+    let t = TempDir::new("size-bound");
+    // λ = 2.5 μ_max: ceil(λ / μ_max) = 3, with room on both sides for the ±8% the averaging in mu_max
+    // can be off by (2.31 .. 2.72 still rounds up to 3). With 2 workers the backlog grows by 0.5 μ_max
+    // per second, so after 120 s the late arrivals wait far beyond the 5 s TTFT SLO.
+    let mu = mu_max();
+    let rate = 2.5 * mu;
+    let v = size(&t, rate, 0);
+    let c = &v["candidates"][0];
+    assert_eq!(c["workers"], 3, "μ_max = {mu:.2}/s, λ = {rate:.2}/s: {c:#}");
+    let fewer = c["one_fewer_fails"].as_str().unwrap();
+    assert!(!fewer.is_empty(), "2 workers were run and failed: {c:#}");
+    // The answer meets the SLO.
+    assert!(c["ttft_p95_ms"].as_f64().unwrap() <= 5000.0);
+    assert!(c["goodput"].as_f64().unwrap() >= 0.95);
+
+    // Losing a worker at the worst moment needs at least one more.
+    let h = size(&t, rate, 1);
+    let n = h["candidates"][0]["workers"].as_u64().unwrap();
+    assert!(n >= 4, "{h:#}");
+}
