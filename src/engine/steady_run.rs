@@ -63,7 +63,7 @@ impl Simulation {
         let mut t = end;
         for m in 1..=k {
             let d = worker.steady_step_time(m);
-            t = t + d;
+            t += d;
             run.durations.push(d);
             run.ends.push(t);
         }
