@@ -83,6 +83,14 @@ fn whole_run(c: &mut Criterion) {
                 .completed
         });
     });
+    // The same run stepping every worker one step at a time (the decode fast path off).
+    g.bench_function("quickstart_60s_requests_step_by_step", |b| {
+        b.iter(|| {
+            let mut sim = Simulation::from_scenario(&s).unwrap();
+            sim.step_by_step(true);
+            sim.run(&mut |_| {}).summary.requests.completed
+        });
+    });
     g.finish();
 }
 

@@ -63,6 +63,14 @@ pub enum Command {
         /// (slower; the same laws are always checked once at the end of the run).
         #[arg(long)]
         check_invariants: bool,
+        /// Print where the wall time went, by phase (workload, routing, worker steps, KV bookkeeping,
+        /// metrics, output), and events per second, to stderr.
+        #[arg(long)]
+        profile: bool,
+        /// Step every worker one step at a time instead of through runs of identical decode steps
+        /// (the decode fast path). Same results, to the byte; for testing the fast path.
+        #[arg(long, hide = true)]
+        step_by_step: bool,
     },
     /// Run the same arrivals through several routing policies in parallel and compare them.
     Compare {
@@ -414,6 +422,8 @@ pub fn main_with(cli: Cli) -> Result<()> {
             quiet,
             force,
             check_invariants,
+            profile,
+            step_by_step,
         } => run::run(
             &scenario,
             out.as_deref().map(|dir| ResultsDir { dir, requests_csv }),
@@ -421,7 +431,11 @@ pub fn main_with(cli: Cli) -> Result<()> {
             json,
             quiet,
             force,
-            check_invariants,
+            run::Options {
+                check_invariants,
+                profile,
+                step_by_step,
+            },
         ),
         Command::Compare {
             scenario,

@@ -11,6 +11,16 @@ use crate::engine::Simulation;
 use crate::output;
 use crate::report::{self, ResultsDir};
 
+/// How `run` runs the simulation.
+pub(super) struct Options {
+    /// Check every worker's conservation laws after each step.
+    pub check_invariants: bool,
+    /// Time each phase and print the breakdown.
+    pub profile: bool,
+    /// Turn the decode fast path off.
+    pub step_by_step: bool,
+}
+
 pub(super) fn run(
     path: &Path,
     out: Option<ResultsDir>,
@@ -18,8 +28,9 @@ pub(super) fn run(
     json: bool,
     quiet: bool,
     force: bool,
-    check_invariants: bool,
+    options: Options,
 ) -> Result<()> {
+    let started = Instant::now();
     let scenario = super::load_checked(path, set, force)?;
     if let Some(o) = &out {
         output::prepare_dir(o.dir, &[path])?;
@@ -28,7 +39,10 @@ pub(super) fn run(
     if let Some(o) = &out {
         sim.stream_requests(o.request_sink().map_err(anyhow::Error::msg)?);
     }
-    sim.check_invariants_every_step(check_invariants);
+    sim.check_invariants_every_step(options.check_invariants);
+    sim.step_by_step(options.step_by_step);
+    sim.profile(options.profile);
+    let setup = started.elapsed();
     for note in sim.notes() {
         eprintln!("note: {note}");
     }
@@ -44,11 +58,12 @@ pub(super) fn run(
         );
         b
     };
-    let started = Instant::now();
+    let simulating = Instant::now();
     let output = sim
         .try_run(&mut |f| bar.set_position((f * 1000.0) as u64))
         .map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
+    let simulated = simulating.elapsed();
     let wall = started.elapsed();
     if json {
         print!("{}", output.summary.to_json());
@@ -60,6 +75,22 @@ pub(super) fn run(
         if !json {
             println!("\nresults written to {}", o.dir.display());
         }
+    }
+    if let Some(profile) = &output.profile {
+        let total = started.elapsed();
+        eprint!(
+            "{}",
+            profile.render(setup, simulated, total, output.summary.sim.events)
+        );
+        eprintln!(
+            "  of which {} decode steps applied in bulk by the fast path{}",
+            output.bulk_steps,
+            if options.step_by_step {
+                " (off: --step-by-step)"
+            } else {
+                ""
+            }
+        );
     }
     Ok(())
 }

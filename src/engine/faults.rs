@@ -154,6 +154,9 @@ impl Simulation {
     pub(super) fn on_fault(&mut self, i: usize) {
         let f = self.plan[i].clone();
         let mut targets = self.resolve_targets(i);
+        for &w in &targets {
+            self.settle_worker(w);
+        }
         if f.kind.takes_down() {
             // A worker that is already down cannot fail again (a random failure during a restart).
             targets.retain(|&w| self.truth[w] == Truth::Up);
@@ -257,6 +260,9 @@ impl Simulation {
 
     pub(super) fn on_fault_ends(&mut self, i: usize) {
         let targets = self.hit[i].clone();
+        for &w in &targets {
+            self.settle_worker(w);
+        }
         match self.plan[i].kind {
             FaultKind::Slowdown => {
                 for w in targets {
@@ -312,6 +318,7 @@ impl Simulation {
     }
 
     pub(super) fn on_drain_deadline(&mut self, w: usize, epoch: u64, fault: usize) {
+        self.settle_worker(w);
         if self.workers[w].epoch != epoch || self.truth[w] != Truth::Up {
             return; // it failed meanwhile
         }

@@ -17,7 +17,9 @@
 
 mod faults;
 mod offload;
+pub mod profile;
 pub mod queue;
+mod steady_run;
 
 use rustc_hash::FxHashSet;
 
@@ -36,7 +38,9 @@ use crate::scenario::Scenario;
 use crate::time::SimTime;
 use crate::worker::{Sequence, Worker, WorkerSnapshot};
 use crate::workload::{Workload, synthetic::window_end};
+use profile::{Phase, Profile};
 use queue::{Class, EventQueue};
+use steady_run::SteadyRun;
 
 /// Something that happens at an instant.
 #[derive(Debug)]
@@ -52,8 +56,13 @@ enum Event {
         epoch: u64,
         seq: Box<Sequence>,
     },
-    /// The step in flight of `worker` (incarnation `epoch`) ends.
-    StepDone { worker: usize, epoch: u64 },
+    /// The step in flight of `worker` (incarnation `epoch`) ends; `stamp` tells a superseded end
+    /// (the decode fast path's, `steady_run.rs`) from the live one.
+    StepDone {
+        worker: usize,
+        epoch: u64,
+        stamp: u64,
+    },
     /// A connection to dead `worker` failed (refused, or timed out).
     ConnectFailed { worker: usize, seq: Box<Sequence> },
     /// The idle timeout of `request` on hung `worker` (incarnation `epoch`).
@@ -117,6 +126,11 @@ pub struct RunOutput {
     pub bench: Option<BenchReport>,
     /// Rows written to the per-request sink ([`Simulation::stream_requests`]), if one was given.
     pub requests_written: Option<u64>,
+    /// Wall time by phase, if profiling was asked for ([`Simulation::profile`]).
+    pub profile: Option<Profile>,
+    /// Decode steps the fast path applied in bulk, without an event of their own (counted in
+    /// `summary.sim.events` all the same).
+    pub bulk_steps: u64,
 }
 
 /// One simulation, from a scenario to a summary.
@@ -158,6 +172,20 @@ pub struct Simulation {
     tiers_spec: crate::tiers::TiersSpec,
     /// Where finished requests' records stream to, if anywhere.
     request_log: Option<RequestLog>,
+    /// The decode fast path (`steady_run.rs`): on unless stepping one by one was asked for.
+    fast_path: bool,
+    /// Each worker's run of pure decode steps in flight, if any.
+    runs: Vec<SteadyRun>,
+    /// Stamps of scheduled step ends that a shortened run superseded (ignored when they come due).
+    superseded: FxHashSet<u64>,
+    /// The next step end's stamp.
+    next_stamp: u64,
+    /// The class of the event being handled.
+    class_now: Class,
+    /// Wall time by phase (`--profile`).
+    prof: Profile,
+    /// Decode steps applied in bulk by the fast path.
+    bulk_steps: u64,
 }
 
 impl Simulation {
@@ -269,6 +297,13 @@ impl Simulation {
             tiers: None,
             tiers_spec: crate::tiers::TiersSpec::default(),
             request_log: None,
+            fast_path: true,
+            runs: (0..n).map(|_| SteadyRun::default()).collect(),
+            superseded: FxHashSet::default(),
+            next_stamp: 0,
+            class_now: Class::Fault,
+            prof: Profile::new(false),
+            bulk_steps: 0,
         }
     }
 
@@ -282,6 +317,11 @@ impl Simulation {
     /// Streams every finished request's record to `sink` (`requests.parquet`), in finishing order.
     pub fn stream_requests(&mut self, sink: Box<dyn RequestSink>) {
         self.request_log = Some(RequestLog::new(sink));
+    }
+
+    /// Times the run by phase ([`Profile`]); the breakdown comes back in [`RunOutput::profile`].
+    pub fn profile(&mut self, on: bool) {
+        self.prof = Profile::new(on);
     }
 
     /// The end-of-run check: every worker's laws hold and every block has been given back.
@@ -310,8 +350,15 @@ impl Simulation {
     pub fn try_run(mut self, progress: &mut dyn FnMut(f64)) -> Result<RunOutput, String> {
         self.pull_arrival();
         self.schedule_faults();
-        while let Some((t, event)) = self.queue.pop() {
+        while let Some((t, class, event)) = self.queue.pop_with_class() {
             debug_assert!(t >= self.now, "event queue went back in time");
+            if let Event::StepDone { stamp, .. } = &event
+                && !self.superseded.is_empty()
+                && self.superseded.remove(stamp)
+            {
+                continue; // its run was shortened; it was taken off the foreground count then
+            }
+            self.class_now = class;
             if !event.is_background() {
                 self.foreground -= 1;
             } else if self.foreground == 0 && self.collector.arrived == self.collector.finished() {
@@ -331,8 +378,9 @@ impl Simulation {
                 }
                 Event::Retry(seq) => self.dispatch(*seq),
                 Event::Deliver { worker, epoch, seq } => self.on_deliver(worker, epoch, *seq),
-                Event::StepDone { worker, epoch } => {
+                Event::StepDone { worker, epoch, .. } => {
                     if self.workers[worker].epoch == epoch {
+                        self.complete_steady_run(worker);
                         self.on_step_done(worker);
                     }
                 }
@@ -376,17 +424,25 @@ impl Simulation {
         Ok(out)
     }
 
-    /// Queues `event` at `at`, counting foreground events.
+    /// Queues `event` at `at`, counting foreground events. Step ends are ranked by worker, so that
+    /// simultaneous ones are handled in the same order whenever they were scheduled.
     fn schedule(&mut self, at: SimTime, class: Class, event: Event) {
         if !event.is_background() {
             self.foreground += 1;
         }
-        self.queue.push(at, class, event);
+        let rank = match event {
+            Event::StepDone { worker, .. } => worker as u64,
+            _ => 0,
+        };
+        self.queue.push_ranked(at, class, rank, event);
     }
 
     fn pull_arrival(&mut self) {
         self.stream_open = false;
-        if let Some(request) = self.workload.next_arrival() {
+        let t = self.prof.start();
+        let next = self.workload.next_arrival();
+        self.prof.stop(Phase::Workload, t);
+        if let Some(request) = next {
             self.stream_open = true;
             self.schedule(
                 request.arrival,
@@ -400,13 +456,16 @@ impl Simulation {
     }
 
     fn on_arrival(&mut self, request: Request) {
+        let t = self.prof.start();
         self.collector.on_arrival();
+        self.prof.stop(Phase::Metrics, t);
         self.dispatch(Sequence::new(request, self.now, 0));
     }
 
     /// One attempt to place a request on a worker: session state, routing, and what the chosen worker
     /// really is (up, dead, hung).
     fn dispatch(&mut self, mut seq: Sequence) {
+        let t = self.prof.start();
         let mut forced = None;
         if self.gateway.spec.session_state == SessionState::Worker {
             let workers = &self.workers;
@@ -428,6 +487,8 @@ impl Simulation {
             *snap = worker.snapshot();
             snap.up = self.gateway.routable(w);
         }
+        self.prof.stop(Phase::Routing, t);
+        let t = self.prof.start();
         // A request no worker could ever hold is turned away before its blocks are hashed: that costs
         // time and memory in proportion to its length, which is unbounded in a trace.
         if !self
@@ -447,6 +508,8 @@ impl Simulation {
         let block_size = self.workers[0].params.block_size;
         let hashes = seq.request.block_hashes(block_size);
         let prompt_blocks = ((seq.request.prompt_tokens / block_size) as usize).min(hashes.len());
+        self.prof.stop(Phase::KvBookkeeping, t);
+        let t = self.prof.start();
         let decision = match forced {
             Some(w) => Some(Decision {
                 worker: w,
@@ -481,6 +544,10 @@ impl Simulation {
             self.gateway
                 .on_routed(&seq.request, w, self.workers[w].epoch, self.now);
         }
+        self.prof.stop(Phase::Routing, t);
+        let t = self.prof.start();
+        self.settle_worker(w);
+        self.prof.stop(Phase::WorkerSteps, t);
         if !self.workers[w].can_ever_fit(seq.request.prompt_tokens, seq.request.output_tokens) {
             self.router.on_request_failed(seq.request.id, w);
             self.finish_seq(
@@ -528,6 +595,7 @@ impl Simulation {
         }
         let params = self.workers[w].params;
         seq.enqueued = self.now;
+        let t = self.prof.start();
         if params.enable_prefix_caching {
             seq.hashes = if params.block_size == block_size {
                 hashes
@@ -550,6 +618,7 @@ impl Simulation {
                 seq.failure_blocks = lost as u32;
             }
             if let Some(delay) = self.plan_tier_load(w, &mut seq) {
+                self.prof.stop(Phase::KvBookkeeping, t);
                 let epoch = self.workers[w].epoch;
                 self.schedule(
                     self.now + delay,
@@ -563,6 +632,7 @@ impl Simulation {
                 return;
             }
         }
+        self.prof.stop(Phase::KvBookkeeping, t);
         self.workers[w].enqueue(seq);
         if !self.workers[w].in_step() {
             self.start_step(w);
@@ -571,6 +641,7 @@ impl Simulation {
 
     /// A request arrives at `w` after its KV load.
     fn on_deliver(&mut self, w: usize, epoch: u64, seq: Sequence) {
+        self.settle_worker(w);
         if self.workers[w].epoch != epoch || self.truth[w] != Truth::Up {
             // The worker failed while the KV was loading: the stream broke.
             self.on_lost(seq, w, "worker failed");
@@ -601,16 +672,24 @@ impl Simulation {
     }
 
     fn on_step_done(&mut self, w: usize) {
+        let t = self.prof.start();
         let outcome = self.workers[w].finish_step(self.now);
+        self.prof.stop(Phase::WorkerSteps, t);
         self.forward_kv_events(w);
+        let t = self.prof.start();
         for &id in &outcome.first_tokens {
             self.router.on_first_token(id, w);
         }
+        self.prof.stop(Phase::Routing, t);
         for seq in outcome.completed {
+            let t = self.prof.start();
             self.router.on_finished(&seq.request, w);
             self.gateway.on_success(w);
+            self.prof.stop(Phase::Routing, t);
             if self.gateway.spec.session_state == SessionState::SharedTier {
+                let t = self.prof.start();
                 self.write_turn(w, &seq);
+                self.prof.stop(Phase::KvBookkeeping, t);
             }
             self.finish_seq(seq, Some(w), Outcome::Completed, None);
         }
@@ -622,16 +701,14 @@ impl Simulation {
             self.truth[w] == Truth::Up,
             "worker {w} would serve work while it is down"
         );
+        let t = self.prof.start();
         let started = self.workers[w].start_step(self.now);
         self.write_down(w);
         if let Some(dt) = started {
-            let epoch = self.workers[w].epoch;
-            self.schedule(
-                self.now + dt,
-                Class::StepDone,
-                Event::StepDone { worker: w, epoch },
-            );
+            let end = self.plan_steady_run(w, self.now + dt);
+            self.schedule_step_end(w, end);
         }
+        self.prof.stop(Phase::WorkerSteps, t);
         if self.check_every_step
             && let Err(e) = self.workers[w].check_invariants()
         {
@@ -642,8 +719,10 @@ impl Simulation {
 
     fn forward_kv_events(&mut self, w: usize) {
         if self.router.wants_kv_events() {
+            let t = self.prof.start();
             let events = self.workers[w].pool.drain_events();
             self.router.on_kv_events(self.now, w, events);
+            self.prof.stop(Phase::KvBookkeeping, t);
         }
     }
 
@@ -680,11 +759,15 @@ impl Simulation {
             outcome,
             reason,
         };
+        let t = self.prof.start();
         self.collector.on_finished(&record);
         if let Some(log) = &mut self.request_log {
             log.push(&record);
         }
+        self.prof.stop(Phase::Metrics, t);
+        let t = self.prof.start();
         let follow_up = self.workload.on_finished(&record, self.now);
+        self.prof.stop(Phase::Workload, t);
         if !self.stream_open && self.workload.resumes_after_finish() {
             self.pull_arrival();
         }
@@ -755,6 +838,8 @@ impl Simulation {
             collector: self.collector,
             decisions: self.router.log,
             requests_written: None,
+            profile: self.prof.enabled().then_some(self.prof),
+            bulk_steps: self.bulk_steps,
         }
     }
 }

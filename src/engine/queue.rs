@@ -1,8 +1,14 @@
 //! The event queue: one total order over events, defined once.
 //!
-//! Events are ordered by `(time, class, sequence)`: earlier time first; at equal times the lower class
-//! first (see [`Class`]); at equal time and class, the one scheduled first (FIFO). The order never
-//! depends on the events' contents or on memory addresses, so a run is reproducible to the byte.
+//! Events are ordered by `(time, class, rank, sequence)`: earlier time first; at equal times the lower
+//! class first (see [`Class`]); at equal time and class, the lower rank (0 unless the event was pushed
+//! with [`EventQueue::push_ranked`]), then the one scheduled first (FIFO). The order never depends on
+//! the events' contents or on memory addresses, so a run is reproducible to the byte.
+//!
+//! The engine ranks the end of a worker's step by the worker's id, so that two steps ending at the same
+//! instant are handled in an order that does not depend on *when* their ends were scheduled: the decode
+//! fast path schedules the end of a run of steps once, at its first step, where stepping one by one
+//! schedules each end at the previous one.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -25,6 +31,7 @@ pub enum Class {
 struct Entry<E> {
     time: SimTime,
     class: Class,
+    rank: u64,
     seq: u64,
     event: E,
 }
@@ -36,8 +43,8 @@ impl<E> PartialEq for Entry<E> {
 }
 impl<E> Eq for Entry<E> {}
 impl<E> Entry<E> {
-    fn key(&self) -> (SimTime, Class, u64) {
-        (self.time, self.class, self.seq)
+    fn key(&self) -> (SimTime, Class, u64, u64) {
+        (self.time, self.class, self.rank, self.seq)
     }
 }
 impl<E> PartialOrd for Entry<E> {
@@ -52,7 +59,7 @@ impl<E> Ord for Entry<E> {
     }
 }
 
-/// A priority queue of events under the total order `(time, class, sequence)`.
+/// A priority queue of events under the total order `(time, class, rank, sequence)`.
 pub struct EventQueue<E> {
     heap: BinaryHeap<Entry<E>>,
     next_seq: u64,
@@ -70,9 +77,15 @@ impl<E> Default for EventQueue<E> {
 impl<E> EventQueue<E> {
     /// Schedules `event` at `time`.
     pub fn push(&mut self, time: SimTime, class: Class, event: E) {
+        self.push_ranked(time, class, 0, event);
+    }
+
+    /// Schedules `event` at `time`, after every event of the same time and class with a lower `rank`.
+    pub fn push_ranked(&mut self, time: SimTime, class: Class, rank: u64, event: E) {
         self.heap.push(Entry {
             time,
             class,
+            rank,
             seq: self.next_seq,
             event,
         });
@@ -82,6 +95,11 @@ impl<E> EventQueue<E> {
     /// Removes and returns the first event in the total order.
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
         self.heap.pop().map(|e| (e.time, e.event))
+    }
+
+    /// [`EventQueue::pop`], with the event's class.
+    pub fn pop_with_class(&mut self) -> Option<(SimTime, Class, E)> {
+        self.heap.pop().map(|e| (e.time, e.class, e.event))
     }
 
     /// Events pending.
@@ -110,6 +128,27 @@ mod tests {
         assert_eq!(
             order,
             ["step@1", "arrival@5 first", "arrival@5 second", "step@5"]
+        );
+    }
+
+    #[test]
+    fn rank_orders_before_fifo_within_a_class() {
+        let mut q = EventQueue::default();
+        q.push_ranked(SimTime(5), Class::StepDone, 3, "w3, scheduled first");
+        q.push_ranked(SimTime(5), Class::StepDone, 1, "w1, scheduled second");
+        q.push(SimTime(5), Class::Gateway, "gateway");
+        q.push_ranked(SimTime(5), Class::StepDone, 1, "w1, scheduled third");
+        let order: Vec<_> = std::iter::from_fn(|| q.pop_with_class())
+            .map(|(_, _, e)| e)
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "w1, scheduled second",
+                "w1, scheduled third",
+                "w3, scheduled first",
+                "gateway"
+            ]
         );
     }
 }

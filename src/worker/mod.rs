@@ -14,6 +14,7 @@
 mod invariants;
 pub mod kv_cache;
 pub mod sequence;
+mod steady;
 
 use std::collections::VecDeque;
 
@@ -141,6 +142,9 @@ pub struct Worker {
     batch_seconds: f64,
     batch_tokens: u64,
     in_step: bool,
+    /// Whether the step in flight is steady (`steady.rs`), and its batch's context tokens `Σ c_i`.
+    steady: bool,
+    steady_context: u64,
     /// Incarnation: bumped by every crash, hang and restart, so that a step begun before is ignored.
     pub epoch: u64,
     /// Step-time multiplier (a `slowdown` fault); 1 when healthy.
@@ -175,6 +179,8 @@ impl Worker {
             batch_seconds: 0.0,
             batch_tokens: 0,
             in_step: false,
+            steady: false,
+            steady_context: 0,
             epoch: 0,
             slowdown: 1.0,
             kv_reserve_target: 0,
@@ -263,6 +269,7 @@ impl Worker {
         }
 
         // 2. New sequences, FCFS, unless this step had to preempt (as vLLM v1 does).
+        let mut admitted = false;
         if !preempted {
             while budget > 0 && (self.running.len() as u32) < self.params.max_num_seqs {
                 let Some(n) = self.try_admit(budget, now) else {
@@ -270,9 +277,11 @@ impl Worker {
                 };
                 self.batch.push((self.running.len() - 1, n));
                 budget -= n;
+                admitted = true;
             }
         }
 
+        self.steady = false;
         if self.batch.is_empty() {
             return None;
         }
@@ -282,16 +291,33 @@ impl Worker {
             shape.add(u64::from(n), u64::from(seq.computed));
             seq.first_scheduled.get_or_insert(now);
         }
-        let mut dt = self.perf.step_time(&shape);
-        if self.slowdown != 1.0 {
-            dt = SimDuration::from_secs_f64(dt.as_secs_f64() * self.slowdown).max(SimDuration(1));
-        }
+        // Steady (steady.rs): every running sequence decodes, and what kept the queue out (no budget,
+        // no sequence slot, or a head that does not fit) cannot change while nothing else happens.
+        self.steady = !preempted
+            && !admitted
+            && self.batch.len() == self.running.len()
+            && self.reserved.len() as u32 >= self.kv_reserve_target
+            && self.running.iter().all(|s| {
+                s.generated >= 1 && s.remaining() == 1 && s.runs.iter().all(|r| r.end <= s.computed)
+            });
+        self.steady_context = shape.context_tokens;
+        let dt = self.scaled_step_time(&shape);
         self.batch_seconds = dt.as_secs_f64();
         self.batch_tokens = shape.tokens;
         self.in_step = true;
         self.busy += dt;
         self.steps += 1;
         Some(dt)
+    }
+
+    /// The duration of a step of `shape` on this worker, slowed down by a `slowdown` fault if any.
+    fn scaled_step_time(&self, shape: &StepShape) -> SimDuration {
+        let dt = self.perf.step_time(shape);
+        if self.slowdown != 1.0 {
+            SimDuration::from_secs_f64(dt.as_secs_f64() * self.slowdown).max(SimDuration(1))
+        } else {
+            dt
+        }
     }
 
     /// Applies the step in flight at its end time `now`: progress, cache registration, sampling.
@@ -488,6 +514,7 @@ impl Worker {
     pub fn stall(&mut self) {
         self.epoch += 1;
         self.in_step = false;
+        self.steady = false;
         self.batch.clear();
     }
 

@@ -1,0 +1,172 @@
+//! The decode fast path (`src/engine/steady_run.rs`) against stepping one step at a time: the same
+//! `summary.json`, to the byte, on every bundled scenario and on random small fleets with faults.
+
+use crate::common::{SINGLE_WORKER, scenario, scenario_path};
+use fleetsim::engine::{RunOutput, Simulation};
+use fleetsim::scenario::Scenario;
+use proptest::prelude::*;
+
+/// Runs `s` both ways; returns the fast path's output after checking the summaries are identical.
+fn both_ways(s: &Scenario, what: &str) -> RunOutput {
+    let mut slow = Simulation::from_scenario(s).unwrap();
+    slow.step_by_step(true);
+    let slow = slow.run(&mut |_| {});
+    assert_eq!(
+        slow.bulk_steps, 0,
+        "{what}: stepping one by one skipped steps"
+    );
+    let fast = Simulation::from_scenario(s).unwrap().run(&mut |_| {});
+    let (a, b) = (slow.summary.to_json(), fast.summary.to_json());
+    if a != b {
+        let line = a.lines().zip(b.lines()).position(|(x, y)| x != y);
+        panic!(
+            "{what}: the fast path's summary differs from stepping one by one (first at line {line:?})\n\
+             step by step: {:?}\nfast path:    {:?}",
+            line.and_then(|l| a.lines().nth(l)),
+            line.and_then(|l| b.lines().nth(l)),
+        );
+    }
+    fast
+}
+
+/// Every bundled scenario, cut to its first 1,500 requests (the whole set takes minutes in a debug
+/// build; `docs/performance.md` gives the command that compares them whole).
+#[test]
+fn every_bundled_scenario_gives_the_same_summary_both_ways() {
+    let dir = scenario_path("");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 10, "bundled scenarios: {names:?}");
+    let mut bulk = 0;
+    for path in names {
+        let s = Scenario::load(&path, &["max_requests=1500".to_string()]).unwrap();
+        bulk += both_ways(&s, &path.display().to_string()).bulk_steps;
+    }
+    // Not vacuous: the fast path really skipped steps somewhere.
+    assert!(bulk > 1_000, "only {bulk} steps were applied in bulk");
+}
+
+/// A lone decoding request is one steady run after another: with 16-token blocks, at most 15 pure
+/// steps follow each real one, so well over half of its 2,000 decode steps are applied in bulk.
+#[test]
+fn a_lone_decode_is_mostly_applied_in_bulk() {
+    let s = scenario(
+        SINGLE_WORKER,
+        &[
+            "workload.kind=\"poisson\"",
+            "workload.rate=0.01",
+            "max_requests=1",
+            "workload.output={dist=\"fixed\",tokens=2000}",
+        ],
+    );
+    let out = both_ways(&s, "lone decode");
+    // 2,000 tokens: the prefill step samples the first, 1,999 decode steps the rest, so 2,000 step
+    // ends and one arrival. A block boundary every 16 tokens ends a run (the step that fills a block
+    // is real, and so is the next start), so at least 1,999 - 2 × ⌈2,000 / 16⌉ = 1,749 decode steps
+    // are pure.
+    assert_eq!(
+        out.summary.sim.events,
+        1 + 2000,
+        "an arrival and 2,000 step ends"
+    );
+    assert!(out.bulk_steps >= 1_749, "{} bulk steps", out.bulk_steps);
+}
+
+const FLEET: &str = r#"
+name = "random-fleet"
+seed = 1
+duration = "40s"
+
+[[workers]]
+count = 3
+gpu = "h100"
+model = "llama-3.1-8b"
+kv_blocks = 600
+
+[workload]
+kind = "poisson"
+rate = 4.0
+prompt = { dist = "lognormal", median = 600, sigma = 0.8, max = 4000 }
+output = { dist = "lognormal", median = 150, sigma = 0.8, max = 1500 }
+shared_prefix = { groups = 4, tokens = 512, zipf = 1.0, fraction = 0.5 }
+
+[router]
+policy = "least_outstanding"
+
+[gateway]
+health_check_interval = "2s"
+"#;
+
+const POLICIES: [&str; 6] = [
+    "round_robin",
+    "least_outstanding",
+    "least_kv",
+    "prefix_aware",
+    "session_affinity",
+    "llm_d",
+];
+
+const FAULTS: [&str; 6] = [
+    "{kind=\"crash\",worker=W,at=\"T\",restart_after=\"5s\"}",
+    "{kind=\"hang\",worker=W,at=\"T\",restart_after=\"8s\"}",
+    "{kind=\"slowdown\",worker=W,at=\"T\",duration=\"6s\",factor=2.5}",
+    "{kind=\"memory_pressure\",worker=W,at=\"T\",duration=\"6s\",fraction=0.6}",
+    "{kind=\"drain\",worker=W,at=\"T\",grace=\"3s\",restart_after=\"4s\"}",
+    "{kind=\"crash\",worker=W,at=\"T\",restart_after=\"2s\",symptom=\"unreachable\"}",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Random small fleets under KV pressure, with sessions or independent requests, every policy
+    /// family, and one or two faults of every kind at random instants (fault `i` in its own 15-second
+    /// window, longer than any fault here lasts, so that two never overlap on one worker).
+    #[test]
+    fn random_fleets_with_faults_give_the_same_summary_both_ways(
+        seed in 1u64..1_000_000,
+        workers in 1u32..4,
+        blocks in 300u32..3000,
+        rate in 1.0f64..12.0,
+        sessions in any::<bool>(),
+        policy in 0usize..POLICIES.len(),
+        faults in prop::collection::vec((0usize..FAULTS.len(), 0u32..3, 1u32..11), 0..3),
+        max_num_seqs in prop::sample::select(vec![4u32, 16, 256]),
+    ) {
+        let mut o: Vec<String> = vec![
+            format!("seed={seed}"),
+            format!("workers[0].count={workers}"),
+            format!("workers[0].kv_blocks={blocks}"),
+            format!("workers[0].max_num_seqs={max_num_seqs}"),
+            format!("workload.rate={rate}"),
+            format!("router.policy=\"{}\"", POLICIES[policy]),
+        ];
+        if sessions {
+            o.push("workload={kind=\"sessions\",session_rate=1.5,mode=\"closed\",\
+                turns={dist=\"geometric\",mean=3,max=8},\
+                first_prompt={dist=\"lognormal\",median=300,sigma=0.8,max=3000},\
+                prompt={dist=\"lognormal\",median=80,sigma=0.8,max=1000},\
+                output={dist=\"lognormal\",median=120,sigma=0.7,max=1000},\
+                think_time={dist=\"lognormal\",median=\"2s\",sigma=0.8,max=\"20s\"},\
+                system_prompts={count=4,tokens=400,zipf=1.0},max_context=8000}".to_string());
+        }
+        let faults: Vec<String> = faults
+            .iter()
+            .enumerate()
+            .map(|(i, &(k, w, at))| {
+                FAULTS[k]
+                    .replace('W', &(w % workers).to_string())
+                    .replace('T', &format!("{}s", 15 * i as u32 + at))
+            })
+            .collect();
+        if !faults.is_empty() {
+            o.push(format!("faults=[{}]", faults.join(",")));
+        }
+        let o: Vec<&str> = o.iter().map(String::as_str).collect();
+        let s = scenario(FLEET, &o);
+        both_ways(&s, &format!("{o:?}"));
+    }
+}
