@@ -2,69 +2,14 @@
 //! without the KV cache, and when the engine tracks conversations. Whole-scenario fault behaviour is
 //! tested in `tests/integration/faults.rs`; these pin the engine's own steps on hand-built plans.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
-
+use super::tests::{by_id, request, simulation};
 use super::*;
 use crate::faults::{FaultKind, FaultPlan, PlannedFault, Symptom, Targets};
 use crate::gateway::{GatewaySpec, InFlight, SessionState};
-use crate::hardware::{GpuId, ModelId, Precision};
-use crate::request::Segment;
-use crate::scenario::Slo;
 use crate::time::SimDuration;
-use crate::worker::EngineParams;
-
-/// Replays a fixed list of requests and keeps every ended request's record (completed or failed).
-struct Scripted {
-    pending: VecDeque<Request>,
-    records: Arc<Mutex<Vec<RequestRecord>>>,
-}
-
-impl Workload for Scripted {
-    fn next_arrival(&mut self) -> Option<Request> {
-        self.pending.pop_front()
-    }
-
-    fn on_finished(&mut self, record: &RequestRecord, _now: SimTime) -> Option<Request> {
-        self.records.lock().unwrap().push(record.clone());
-        None
-    }
-}
 
 fn secs(s: f64) -> SimTime {
     SimTime::ZERO + SimDuration::from_secs_f64(s)
-}
-
-fn request(id: u64, arrival: SimTime, content: u64, tokens: u32, output: u32) -> Request {
-    Request::new(id, None, arrival, output, vec![Segment { content, tokens }])
-}
-
-type Records = Arc<Mutex<Vec<RequestRecord>>>;
-
-/// Round robin over `workers` H100 × Llama-3.1-8B workers of 1,000 blocks of 4 tokens.
-fn simulation(workers: usize, requests: Vec<Request>) -> (Simulation, Records) {
-    let records = Arc::new(Mutex::new(Vec::new()));
-    let workload = Scripted {
-        pending: requests.into(),
-        records: Arc::clone(&records),
-    };
-    let perf = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16);
-    let params = EngineParams {
-        block_size: 4,
-        ..EngineParams::default()
-    };
-    let fleet = (0..workers)
-        .map(|id| Worker::with_blocks(id, perf.clone(), params.clone(), 1000))
-        .collect();
-    let sim = Simulation::new(
-        "faults".into(),
-        1,
-        fleet,
-        &RouterSpec::default(),
-        Box::new(workload),
-        Collector::new(Slo::default(), workers),
-    );
-    (sim, records)
 }
 
 /// A crash of `worker` at `at`, back after `restart_after` (never if `None`).
@@ -88,11 +33,6 @@ fn crash(at: SimTime, worker: usize, restart_after: Option<f64>, keep_kv: bool) 
 
 fn plan(faults: Vec<PlannedFault>) -> FaultPlan {
     FaultPlan { faults }
-}
-
-fn by_id(records: &Records, id: u64) -> RequestRecord {
-    let records = records.lock().unwrap();
-    records.iter().find(|r| r.id == id).cloned().unwrap()
 }
 
 #[test]

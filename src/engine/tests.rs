@@ -40,13 +40,19 @@ fn params() -> EngineParams {
 }
 
 /// A prompt of `tokens` tokens of content `content`, asking for `output` tokens, arriving at `arrival`.
-fn request(id: u64, arrival: SimTime, content: u64, tokens: u32, output: u32) -> Request {
+pub(super) fn request(
+    id: u64,
+    arrival: SimTime,
+    content: u64,
+    tokens: u32,
+    output: u32,
+) -> Request {
     Request::new(id, None, arrival, output, vec![Segment { content, tokens }])
 }
 
 /// A round-robin simulation of `workers` workers of 1,000 blocks of 4 tokens serving `requests`; the
 /// returned handle fills with the requests' records as they finish.
-fn simulation(
+pub(super) fn simulation(
     workers: usize,
     requests: Vec<Request>,
 ) -> (Simulation, Arc<Mutex<Vec<RequestRecord>>>) {
@@ -76,7 +82,7 @@ fn prefill_step(tokens: u64) -> SimDuration {
     perf().step_time(&shape)
 }
 
-fn by_id(records: &Arc<Mutex<Vec<RequestRecord>>>, id: u64) -> RequestRecord {
+pub(super) fn by_id(records: &Arc<Mutex<Vec<RequestRecord>>>, id: u64) -> RequestRecord {
     let records = records.lock().unwrap();
     records.iter().find(|r| r.id == id).cloned().unwrap()
 }

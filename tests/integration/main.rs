@@ -18,7 +18,7 @@ mod readme;
 mod results;
 mod routing;
 mod sessions;
-mod tiers;
 mod size;
 mod sweep;
+mod tiers;
 mod traces;
