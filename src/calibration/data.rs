@@ -113,6 +113,8 @@ struct AicRow {
     gpu: String,
     model: String,
     tp: u32,
+    /// `bf16` or `fp8`; only in the FP8-and-TP-2 file (the shared BF16 file has no such column).
+    precision: Option<String>,
     metric: String,
     point: String,
     value_ms: f64,
@@ -220,16 +222,48 @@ fn elementwise(
     Elementwise { points }
 }
 
-/// AIConfigurator's composed step times plus Vidur's element-wise ops.
+/// The shared BF16 step times (no `precision` column: every row is BF16).
+const AIC_BF16_FILE: &str = "aiconfigurator/llama3_step_times_composed_from_kernel_db.derived.csv";
+/// FP8 step times and the BF16 TP-2 ones, composed by the same recipe (`compose_step_times.py`); every row
+/// names its precision.
+const AIC_FP8_FILE: &str = "aiconfigurator/llama3_fp8_and_tp2_step_times_composed.derived.csv";
+
+/// AIConfigurator's composed step times plus Vidur's element-wise ops, from both composed files.
 pub fn aiconfigurator(dir: &Path) -> Result<Vec<Observation>, CalibrationError> {
-    let aic_path = dir.join("aiconfigurator/llama3_step_times_composed_from_kernel_db.derived.csv");
     let vidur_path = dir.join("vidur/elementwise_ops.csv");
-    let aic: Vec<(u64, AicRow)> = read_csv(&aic_path)?;
     let vidur: Vec<(u64, VidurRow)> = read_csv(&vidur_path)?;
-    let file = aic_path.display().to_string();
-    let mut out = Vec::with_capacity(aic.len());
+    let mut out = Vec::new();
     let mut cache: BTreeMap<ProfileKey, Elementwise> = BTreeMap::new();
-    for (line, r) in &aic {
+    for (name, names_precision) in [(AIC_BF16_FILE, false), (AIC_FP8_FILE, true)] {
+        let aic_path = dir.join(name);
+        let aic: Vec<(u64, AicRow)> = read_csv(&aic_path)?;
+        let file = aic_path.display().to_string();
+        compose_rows(
+            &aic,
+            &file,
+            names_precision,
+            &vidur,
+            &vidur_path,
+            &mut cache,
+            &mut out,
+        )?;
+    }
+    Ok(out)
+}
+
+/// Turns one composed file's rows into observations. `names_precision`: whether each row must carry a
+/// `precision` (`bf16` or `fp8`); without one a row is BF16 (the shared file has no such column), and a
+/// `precision` in a file that should not have one is an error.
+fn compose_rows(
+    aic: &[(u64, AicRow)],
+    file: &str,
+    names_precision: bool,
+    vidur: &[(u64, VidurRow)],
+    vidur_path: &Path,
+    cache: &mut BTreeMap<ProfileKey, Elementwise>,
+    out: &mut Vec<Observation>,
+) -> Result<(), CalibrationError> {
+    for (line, r) in aic {
         let err = |message: String| CalibrationError {
             location: format!("{file}:{line}"),
             message,
@@ -245,7 +279,20 @@ pub fn aiconfigurator(dir: &Path) -> Result<Vec<Observation>, CalibrationError> 
             "llama3-70b" => ModelId::Llama31_70b,
             m => return Err(err(format!("`model`: unknown model {m:?}"))),
         };
-        let key = bf16(gpu, model, r.tp);
+        let precision = match (names_precision, r.precision.as_deref()) {
+            (false, None) => Precision::Bf16,
+            (true, Some("bf16")) => Precision::Bf16,
+            (true, Some("fp8")) => Precision::Fp8,
+            (true, Some(p)) => return Err(err(format!("`precision`: unknown precision {p:?}"))),
+            (true, None) => return Err(err("`precision`: missing (bf16 or fp8)".into())),
+            (false, Some(_)) => {
+                return Err(err("`precision`: this file holds BF16 rows only".into()));
+            }
+        };
+        let key = ProfileKey {
+            precision,
+            ..bf16(gpu, model, r.tp)
+        };
         let fields = parse_point(&r.point).map_err(|m| err(format!("`point`: {m}")))?;
         let get = |k: &str| {
             fields
@@ -278,7 +325,7 @@ pub fn aiconfigurator(dir: &Path) -> Result<Vec<Observation>, CalibrationError> 
             None => {
                 let (vgpu, vname) = vidur_stand_in(gpu, model)
                     .ok_or_else(|| err(format!("no Vidur stand-in for {key}")))?;
-                let ew = elementwise(&vidur, vgpu, vname, model, r.tp);
+                let ew = elementwise(vidur, vgpu, vname, model, r.tp);
                 if ew.points.is_empty() {
                     return Err(CalibrationError {
                         location: vidur_path.display().to_string(),
@@ -298,7 +345,7 @@ pub fn aiconfigurator(dir: &Path) -> Result<Vec<Observation>, CalibrationError> 
             role: if held_out { Role::HeldOut } else { Role::Fit },
         });
     }
-    Ok(out)
+    Ok(())
 }
 
 #[derive(Deserialize)]

@@ -505,7 +505,8 @@ pub enum AllReduceTerms {
     /// TP 1: no all-reduce; the terms keep their defaults and are never used.
     NotUsed,
     /// Those of the built-in profile of the same GPU and TP degree (fitted to measured all-reduce latencies;
-    /// every built-in profile of one GPU and TP holds the same ones). A reference profile is preferred.
+    /// every built-in profile of one GPU and TP holds the same ones). A reference profile is preferred, then
+    /// one of the same model, then of the same precision.
     Builtin(ProfileKey),
     /// The GPU family's published defaults ([`Efficiency::for_gpu`]): no built-in profile has this GPU at
     /// this TP degree.
@@ -521,7 +522,14 @@ impl AllReduceTerms {
         profile::builtin()
             .iter()
             .filter(|p| p.gpu == key.gpu && p.tp == key.tp)
-            .min_by_key(|p| (p.source != REFERENCE_SOURCE, p.key()))
+            .min_by_key(|p| {
+                (
+                    p.source != REFERENCE_SOURCE,
+                    p.model != key.model,
+                    p.precision != key.precision,
+                    p.key(),
+                )
+            })
             .map_or(AllReduceTerms::Defaults, |p| {
                 AllReduceTerms::Builtin(p.key())
             })

@@ -9,6 +9,9 @@
 //! Where no profile matches a configuration exactly, [`resolve`] takes the nearest built-in one (same model
 //! first, then the nearest TP degree, then the GPU whose datasheet is closest, then the same precision) and
 //! applies its efficiencies, which are fractions of peak, to this configuration's peaks: *spec scaling*.
+//! A BF16 configuration never borrows an FP8 profile (whose efficiencies are fractions of the FP8 peak and
+//! of a one-byte KV cache's traffic); an FP8 one borrowing a BF16 profile has its GEMM efficiencies scaled
+//! by the measured FP8-to-BF16 factors (`super::fp8`).
 //! Such a worker is flagged uncalibrated in every output.
 
 use std::fmt;
@@ -205,28 +208,96 @@ const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../profiles/h100_llama-2-70b_tp8_bf16.toml"),
     ),
     (
+        "h100_llama-3.1-70b_tp2_bf16",
+        include_str!("../../profiles/h100_llama-3.1-70b_tp2_bf16.toml"),
+    ),
+    (
+        "h100_llama-3.1-70b_tp2_fp8",
+        include_str!("../../profiles/h100_llama-3.1-70b_tp2_fp8.toml"),
+    ),
+    (
         "h100_llama-3.1-70b_tp4_bf16",
         include_str!("../../profiles/h100_llama-3.1-70b_tp4_bf16.toml"),
+    ),
+    (
+        "h100_llama-3.1-70b_tp4_fp8",
+        include_str!("../../profiles/h100_llama-3.1-70b_tp4_fp8.toml"),
     ),
     (
         "h100_llama-3.1-70b_tp8_bf16",
         include_str!("../../profiles/h100_llama-3.1-70b_tp8_bf16.toml"),
     ),
     (
+        "h100_llama-3.1-70b_tp8_fp8",
+        include_str!("../../profiles/h100_llama-3.1-70b_tp8_fp8.toml"),
+    ),
+    (
         "h100_llama-3.1-8b_tp1_bf16",
         include_str!("../../profiles/h100_llama-3.1-8b_tp1_bf16.toml"),
+    ),
+    (
+        "h100_llama-3.1-8b_tp1_fp8",
+        include_str!("../../profiles/h100_llama-3.1-8b_tp1_fp8.toml"),
+    ),
+    (
+        "h100_llama-3.1-8b_tp2_fp8",
+        include_str!("../../profiles/h100_llama-3.1-8b_tp2_fp8.toml"),
+    ),
+    (
+        "h100_llama-3.1-8b_tp4_fp8",
+        include_str!("../../profiles/h100_llama-3.1-8b_tp4_fp8.toml"),
+    ),
+    (
+        "h100_llama-3.1-8b_tp8_fp8",
+        include_str!("../../profiles/h100_llama-3.1-8b_tp8_fp8.toml"),
+    ),
+    (
+        "h200_llama-3.1-70b_tp1_fp8",
+        include_str!("../../profiles/h200_llama-3.1-70b_tp1_fp8.toml"),
+    ),
+    (
+        "h200_llama-3.1-70b_tp2_bf16",
+        include_str!("../../profiles/h200_llama-3.1-70b_tp2_bf16.toml"),
+    ),
+    (
+        "h200_llama-3.1-70b_tp2_fp8",
+        include_str!("../../profiles/h200_llama-3.1-70b_tp2_fp8.toml"),
     ),
     (
         "h200_llama-3.1-70b_tp4_bf16",
         include_str!("../../profiles/h200_llama-3.1-70b_tp4_bf16.toml"),
     ),
     (
+        "h200_llama-3.1-70b_tp4_fp8",
+        include_str!("../../profiles/h200_llama-3.1-70b_tp4_fp8.toml"),
+    ),
+    (
         "h200_llama-3.1-70b_tp8_bf16",
         include_str!("../../profiles/h200_llama-3.1-70b_tp8_bf16.toml"),
     ),
     (
+        "h200_llama-3.1-70b_tp8_fp8",
+        include_str!("../../profiles/h200_llama-3.1-70b_tp8_fp8.toml"),
+    ),
+    (
         "h200_llama-3.1-8b_tp1_bf16",
         include_str!("../../profiles/h200_llama-3.1-8b_tp1_bf16.toml"),
+    ),
+    (
+        "h200_llama-3.1-8b_tp1_fp8",
+        include_str!("../../profiles/h200_llama-3.1-8b_tp1_fp8.toml"),
+    ),
+    (
+        "h200_llama-3.1-8b_tp2_fp8",
+        include_str!("../../profiles/h200_llama-3.1-8b_tp2_fp8.toml"),
+    ),
+    (
+        "h200_llama-3.1-8b_tp4_fp8",
+        include_str!("../../profiles/h200_llama-3.1-8b_tp4_fp8.toml"),
+    ),
+    (
+        "h200_llama-3.1-8b_tp8_fp8",
+        include_str!("../../profiles/h200_llama-3.1-8b_tp8_fp8.toml"),
     ),
 ];
 
@@ -281,6 +352,7 @@ pub fn resolve_among(profiles: &[Profile], key: ProfileKey) -> (Efficiency, Prov
     let nearest = profiles
         .iter()
         .filter(|p| p.model == key.model || p.source == REFERENCE_SOURCE)
+        .filter(|p| !(p.precision == Precision::Fp8 && key.precision == Precision::Bf16))
         .min_by(|a, b| {
             let (da, db) = (distance(a.key(), key), distance(b.key(), key));
             da.iter()
@@ -492,6 +564,30 @@ mod tests {
     }
 
     #[test]
+    fn fp8_prefers_an_fp8_profile_and_bf16_never_borrows_one() {
+        let mut fp8 = profile(GpuId::H100, ModelId::Llama31_8b, 2, REFERENCE_SOURCE, 0.5);
+        fp8.precision = Precision::Fp8;
+        let mut profiles = set();
+        profiles.push(fp8.clone());
+        // BF16 at TP 2: the FP8 profile at TP 2 is nearer by TP, but its efficiencies are fractions of the
+        // FP8 peak; the BF16 TP 1 profile stands in.
+        let (e, p) = resolve_among(
+            &profiles,
+            key(GpuId::H100, ModelId::Llama31_8b, 2, Precision::Bf16),
+        );
+        assert_eq!(p.profile, "spec-scaled from h100/llama-3.1-8b/tp1/bf16");
+        assert_eq!(e.compute_max, 0.62);
+        // FP8 on H200 at TP 2: H100's FP8 profile (same TP) wins over H200's BF16 TP 1 one, and is used
+        // without the FP8-to-BF16 factors (it already is FP8).
+        let (e, p) = resolve_among(
+            &profiles,
+            key(GpuId::H200, ModelId::Llama31_8b, 2, Precision::Fp8),
+        );
+        assert_eq!(p.profile, "spec-scaled from h100/llama-3.1-8b/tp2/fp8");
+        assert_eq!(e.compute_max, 0.5);
+    }
+
+    #[test]
     fn the_distance_from_a_fitted_configuration_is_said_in_words() {
         let k = |gpu, model, tp, precision| key(gpu, model, tp, precision);
         assert_eq!(
@@ -501,14 +597,23 @@ mod tests {
             ),
             "exact"
         );
-        // H200 70B TP 1 FP8 borrows H200 70B TP 4 BF16: two TP doublings and the precision differ.
+        // H100 70B TP 1 FP8 (no room for a KV cache on 80 GB, so not fitted) borrows the one fitted 70B
+        // TP 1 FP8 profile, H200's: same BF16 peak, bandwidth 4.8 vs 3.35 TB/s, |ln(4.8/3.35)| = 0.36.
         let w = distance_words(
-            k(GpuId::H200, ModelId::Llama31_70b, 1, Precision::Fp8),
+            k(GpuId::H100, ModelId::Llama31_70b, 1, Precision::Fp8),
             None,
         );
         assert_eq!(
             w,
-            "from h200/llama-3.1-70b/tp4/bf16: TP 4 (|log2 ratio| 2), precision bf16"
+            "from h200/llama-3.1-70b/tp1/fp8: GPU h200 (datasheet log-distance 0.36)"
+        );
+        // H200 70B TP 1 FP8 has a profile of its own.
+        assert_eq!(
+            distance_words(
+                k(GpuId::H200, ModelId::Llama31_70b, 1, Precision::Fp8),
+                None
+            ),
+            "exact"
         );
         // A profile file of the configuration itself is exact; of another, the difference is named.
         let own = k(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Fp8);

@@ -205,11 +205,12 @@ fn tensor_parallel_fits_hold_the_builtin_allreduce_terms() {
     // Any model borrows them: they belong to the GPU and TP degree (a reference profile is preferred).
     let qwen = key(GpuId::H100, ModelId::Qwen3_32b, 4);
     assert_eq!(AllReduceTerms::for_key(qwen), AllReduceTerms::Builtin(k));
-    let h200 = key(GpuId::H200, ModelId::Llama31_8b, 2);
-    assert_eq!(AllReduceTerms::for_key(h200), AllReduceTerms::Defaults);
-    let d = Efficiency::for_gpu(GpuId::H200);
+    // B200 has no built-in profile at any TP: its published defaults.
+    let b200 = key(GpuId::B200, ModelId::Llama31_8b, 2);
+    assert_eq!(AllReduceTerms::for_key(b200), AllReduceTerms::Defaults);
+    let d = Efficiency::for_gpu(GpuId::B200);
     assert_eq!(
-        AllReduceTerms::Defaults.terms(h200),
+        AllReduceTerms::Defaults.terms(b200),
         Some((d.link, d.allreduce_latency_s))
     );
     assert_eq!(AllReduceTerms::for_key(H100_8B), AllReduceTerms::NotUsed);

@@ -152,3 +152,77 @@ fn bad_data_names_file_line_and_column() {
     assert!(e.contains("derived.csv:3:") && e.contains("`point`"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The FP8-and-TP-2 file names each row's precision: an unknown or missing one is an error naming the file,
+/// line and column, never a silent BF16.
+#[test]
+fn the_composed_fp8_file_requires_a_known_precision() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("fleetsim-cal-fp8-{}", std::process::id()));
+    copy_dir(&root().join("data/calibration"), &dir);
+    let file = dir.join("aiconfigurator/llama3_fp8_and_tp2_step_times_composed.derived.csv");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    // Line 3 of the file (index 2) is an FP8 row of H100 Llama-3.1-8B at TP 1.
+    assert!(
+        lines[2].starts_with("h100_sxm,llama3-8b,1,fp8,"),
+        "{}",
+        lines[2]
+    );
+    lines[2] = lines[2].replacen(",fp8,", ",fp4,", 1);
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let e = calibration::calibrate(&dir).unwrap_err().to_string();
+    assert!(
+        e.contains("llama3_fp8_and_tp2_step_times_composed.derived.csv:3:")
+            && e.contains("`precision`")
+            && e.contains("fp4"),
+        "{e}"
+    );
+    lines[2] = lines[2].replacen(",fp4,", ",,", 1);
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let e = calibration::calibrate(&dir).unwrap_err().to_string();
+    assert!(
+        e.contains("derived.csv:3:") && e.contains("`precision`: missing"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every configuration the issue asks for has a fitted FP8 profile (H100: Llama-3.1-8B at TP 1, 2, 4, 8 and
+/// 70B at TP 2, 4, 8, where its 70 GB of FP8 weights leave room for a KV cache; H200: the same and 70B at
+/// TP 1), plus 70B BF16 at TP 2.
+#[test]
+fn fp8_and_tp2_profiles_cover_the_asked_configurations() {
+    use fleetsim::hardware::{GpuId, ModelId, Precision, ProfileKey};
+    let have = |gpu, model, tp, precision| {
+        calibrated().profiles.iter().any(|p| {
+            p.profile.key()
+                == ProfileKey {
+                    gpu,
+                    model,
+                    tp,
+                    precision,
+                }
+        })
+    };
+    for gpu in [GpuId::H100, GpuId::H200] {
+        for tp in [1, 2, 4, 8] {
+            assert!(
+                have(gpu, ModelId::Llama31_8b, tp, Precision::Fp8),
+                "{gpu:?} 8b tp{tp}"
+            );
+        }
+        for tp in [2, 4, 8] {
+            assert!(
+                have(gpu, ModelId::Llama31_70b, tp, Precision::Fp8),
+                "{gpu:?} 70b tp{tp}"
+            );
+        }
+        assert!(
+            have(gpu, ModelId::Llama31_70b, 2, Precision::Bf16),
+            "{gpu:?} 70b tp2 bf16"
+        );
+    }
+    assert!(have(GpuId::H200, ModelId::Llama31_70b, 1, Precision::Fp8));
+    assert!(!have(GpuId::H100, ModelId::Llama31_70b, 1, Precision::Fp8));
+}
