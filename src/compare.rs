@@ -29,6 +29,15 @@ pub struct Contender {
     pub scenario: Option<Box<Scenario>>,
 }
 
+impl Contender {
+    /// The scenario this contender runs: its own variant (or `base`) with its router.
+    pub fn resolved(&self, base: &Scenario) -> Scenario {
+        let mut s = self.scenario.as_deref().unwrap_or(base).clone();
+        s.router = self.router.clone();
+        s
+    }
+}
+
 /// Crosses contenders with variants of the scenario: `variants` are (label, scenario) pairs, e.g.
 /// `gateway.session_state=worker` and the scenario loaded with that override. With one contender the
 /// variant's label alone names the run; with several, `policy variant`.
@@ -146,8 +155,7 @@ pub fn run_all_timed(
         .par_iter()
         .enumerate()
         .map(|(i, c)| {
-            let mut s = c.scenario.as_deref().unwrap_or(scenario).clone();
-            s.router = c.router.clone();
+            let s = c.resolved(scenario);
             s.validate()
                 .map_err(|(f, m)| format!("{}: {f}: {m}", c.label))?;
             let started = std::time::Instant::now();

@@ -194,6 +194,7 @@ fn simulate(
         metrics: Default::default(),
         tiers: Default::default(),
         prices: Default::default(),
+        meta: Default::default(),
     };
     scenario.validate().map_err(|(_, message)| message)?;
     let out = Simulation::from_scenario(&scenario)?.run(&mut |_| {});

@@ -26,8 +26,9 @@ pub struct ScenarioError {
     pub message: String,
 }
 
-/// A whole scenario file.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+/// A whole scenario file. Serialising it gives the *resolved* scenario: every default filled in (what
+/// `run_info.json` records).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// Short name, copied into every output.
@@ -69,6 +70,26 @@ pub struct Scenario {
     /// ([`crate::hardware::price`]) for `fleetsim size`.
     #[serde(default)]
     pub prices: BTreeMap<GpuId, crate::config::Positive>,
+    /// Notes that give the scenario's result an expiry date (`[meta]`); copied into `run_info.json`, never
+    /// read by the simulation.
+    #[serde(default)]
+    pub meta: Meta,
+}
+
+/// The `[meta]` table: the question a scenario answers, the conclusion drawn from it, and the conditions
+/// that should trigger a retest. Free text; unknown keys are errors like anywhere else.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Meta {
+    /// What the scenario is meant to decide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// What was concluded from its results, with the reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conclusion: Option<String>,
+    /// Changes that would make the conclusion stale (a new engine version, another GPU, …).
+    #[serde(default)]
+    pub retest_when: Vec<String>,
 }
 
 /// The largest fleet with faults: per-worker fault state is materialised.
@@ -704,6 +725,55 @@ policy = "least_outstanding"
             e.starts_with("s.toml:9") && e.contains("does not fit"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn meta_notes_parse_and_unknown_meta_keys_name_their_line() {
+        let s = Scenario::parse(
+            &format!(
+                "{GOOD}\n[meta]\nquestion = \"which router?\"\nretest_when = [\"vLLM 0.12\", \"B200\"]\n"
+            ),
+            "s.toml",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.meta.question.as_deref(), Some("which router?"));
+        assert_eq!(s.meta.conclusion, None);
+        assert_eq!(s.meta.retest_when, ["vLLM 0.12", "B200"]);
+        // Without [meta], no notes.
+        assert_eq!(
+            Scenario::parse(GOOD, "s.toml", &[]).unwrap().meta,
+            Meta::default()
+        );
+        // GOOD's lines, then a blank line, `[meta]`, and the misspelt key.
+        let line = GOOD.lines().count() + 3;
+        let e = err(&format!("{GOOD}\n[meta]\nquestoin = \"q\"\n"));
+        assert!(e.starts_with(&format!("s.toml:{line}:")), "{e}");
+        assert!(e.contains("questoin"), "{e}");
+        let e = err(&format!("{GOOD}\n[meta]\nretest_when = \"B200\"\n"));
+        assert!(e.starts_with(&format!("s.toml:{line}:")), "{e}");
+    }
+
+    /// The serialised scenario is the resolved one: defaults the file left out are there.
+    #[test]
+    fn the_serialised_scenario_fills_in_every_default() {
+        let s = Scenario::parse(GOOD, "s.toml", &[]).unwrap();
+        let v = serde_json::to_value(&s).unwrap();
+        // GOOD sets none of these; the values are vLLM's defaults (block 16 tokens, 256 sequences,
+        // 90 % of GPU memory) and tp 1.
+        let w = &v["workers"][0];
+        assert_eq!(w["block_size"], 16);
+        assert_eq!(w["max_num_seqs"], 256);
+        assert_eq!(w["gpu_memory_utilization"], 0.9);
+        assert_eq!(w["tp"], 1);
+        assert_eq!(v["seed"], 3);
+        assert_eq!(v["duration"], "60s");
+        // The router's flat table: the policy and the settings side by side, the view resolved.
+        assert_eq!(v["router"]["policy"], "least_outstanding");
+        assert!(v["router"]["view"].is_string(), "{}", v["router"]);
+        assert!(v["router"]["event_delay"].is_string(), "{}", v["router"]);
+        assert!(v["gateway"]["request_timeout"].is_string());
+        assert_eq!(v["meta"]["retest_when"], serde_json::json!([]));
     }
 
     #[test]

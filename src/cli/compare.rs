@@ -114,7 +114,7 @@ pub(super) fn compare(
         for ((c, o), wall) in contenders.iter().zip(&outputs).zip(walls) {
             report::write_files(
                 &dir.join(compare::folder_name(&c.label)),
-                &report::run_files(o, wall)?,
+                &report::run_files(&c.resolved(&scenario), o, wall)?,
             )?;
         }
         report::write_files(

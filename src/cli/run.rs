@@ -71,7 +71,10 @@ pub(super) fn run(
         print!("{}", output.summary.to_markdown());
     }
     if let Some(o) = out {
-        report::write_files(o.dir, &report::run_files(&output, wall.as_secs_f64())?)?;
+        report::write_files(
+            o.dir,
+            &report::run_files(&scenario, &output, wall.as_secs_f64())?,
+        )?;
         if !json {
             println!("\nresults written to {}", o.dir.display());
         }

@@ -7,7 +7,9 @@ use anyhow::Result;
 use crate::engine::RunOutput;
 use crate::metrics::requests::RequestSink;
 use crate::routing::router::DecisionRecord;
+use crate::scenario::Scenario;
 
+pub mod provenance;
 pub mod requests;
 pub mod workers;
 
@@ -34,16 +36,10 @@ pub type OutputFile = (String, Vec<u8>);
 /// The files of one run written at its end: `summary.json`, `summary.md`, `run_info.json`,
 /// `timeseries.csv`, `workers.csv` and, if decisions were logged, `decisions.csv`. (`requests.parquet`
 /// streams in while the run goes: [`ResultsDir::request_sink`].)
-pub fn run_files(out: &RunOutput, wall_s: f64) -> Result<Vec<OutputFile>> {
+/// `scenario` is the one that ran (resolved: a `compare` variant with its router), for `run_info.json`.
+pub fn run_files(scenario: &Scenario, out: &RunOutput, wall_s: f64) -> Result<Vec<OutputFile>> {
     let s = &out.summary;
-    let info = serde_json::json!({
-        "fleetsim_version": env!("CARGO_PKG_VERSION"),
-        "command_line": std::env::args().collect::<Vec<_>>(),
-        "wall_seconds": wall_s,
-        "simulated_seconds": s.sim.simulated_s,
-        "events": s.sim.events,
-        "events_per_wall_second": s.sim.events as f64 / wall_s.max(1e-9),
-    });
+    let info = provenance::run_info(scenario, out, wall_s, std::time::SystemTime::now());
     let mut files = vec![
         ("summary.json".to_string(), s.to_json().into_bytes()),
         ("summary.md".to_string(), s.to_markdown().into_bytes()),

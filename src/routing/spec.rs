@@ -281,6 +281,27 @@ impl RouterSpec {
     }
 }
 
+/// Serialises as the flat `[router]` table it was read from: the policy's keys and the settings' keys side
+/// by side, with the view in force filled in when the table left it to the policy.
+impl Serialize for RouterSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Flat<'a> {
+            #[serde(flatten)]
+            policy: &'a PolicyConfig,
+            #[serde(flatten)]
+            settings: RouterSettings,
+        }
+        let mut settings = self.settings.clone();
+        settings.view = Some(self.view());
+        Flat {
+            policy: &self.policy,
+            settings,
+        }
+        .serialize(s)
+    }
+}
+
 impl<'de> Deserialize<'de> for RouterSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let table = toml::Table::deserialize(d)?;

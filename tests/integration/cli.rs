@@ -61,6 +61,84 @@ fn run_writes_results_and_prints_the_summary() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `run_info.json` says where the numbers came from: version, commit, date, seed, profiles, `[meta]`,
+/// and the resolved scenario.
+#[test]
+fn run_info_carries_provenance_and_meta_notes() {
+    let base = std::env::temp_dir().join(format!("fleetsim-provenance-{}", std::process::id()));
+    std::fs::create_dir_all(&base).unwrap();
+    let text = std::fs::read_to_string(scenario_path("quickstart.toml")).unwrap();
+    let scenario = base.join("with-meta.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "{text}\n[meta]\nquestion = \"does it run?\"\nconclusion = \"yes\"\nretest_when = [\"new GPU\"]\n"
+        ),
+    )
+    .unwrap();
+    let dir = base.join("out");
+    fleetsim()
+        .args([
+            "run",
+            "--quiet",
+            "--set",
+            "duration=\"10s\"",
+            "--set",
+            "seed=77",
+            "--out",
+        ])
+        .arg(&dir)
+        .arg(&scenario)
+        .assert()
+        .success();
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run_info.json")).unwrap()).unwrap();
+    assert_eq!(info["fleetsim_version"], env!("CARGO_PKG_VERSION"));
+    let commit = info["git_commit"].as_str().unwrap();
+    assert!(commit == "unknown" || commit.len() == 40, "{commit}");
+    // RFC 3339 UTC to the second: 2026-11-30T18:05:00Z.
+    let date = info["date_utc"].as_str().unwrap();
+    assert!(
+        date.len() == 20 && date.ends_with('Z') && &date[10..11] == "T",
+        "{date}"
+    );
+    assert_eq!(info["seed"], 77);
+    assert_eq!(info["meta"]["question"], "does it run?");
+    assert_eq!(info["meta"]["conclusion"], "yes");
+    assert_eq!(info["meta"]["retest_when"], serde_json::json!(["new GPU"]));
+    // The resolved scenario: the override applied, defaults filled in.
+    assert_eq!(info["scenario"]["seed"], 77);
+    assert_eq!(info["scenario"]["duration"], "10s");
+    assert!(info["scenario"]["workers"][0]["block_size"].is_u64());
+    // One profile entry per distinct configuration, covering every worker once.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let profiles = info["profiles"].as_array().unwrap();
+    let mut covered: Vec<u64> = profiles
+        .iter()
+        .flat_map(|p| {
+            p["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_u64().unwrap())
+        })
+        .collect();
+    covered.sort_unstable();
+    let workers = summary["workers"].as_array().unwrap();
+    assert_eq!(covered, (0..workers.len() as u64).collect::<Vec<_>>());
+    for p in profiles {
+        assert!(
+            p["calibrated"].is_boolean() && p["profile"].is_string(),
+            "{p}"
+        );
+    }
+    // summary.json carries none of it: it stays byte-deterministic.
+    let raw = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(!raw.contains(date) && !raw.contains("does it run?"));
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
 #[test]
 fn catalog_lists_the_catalogue() {
     let out = fleetsim().arg("catalog").assert().success();
