@@ -54,7 +54,7 @@ fn simulation(workers: usize, requests: Vec<Request>) -> (Simulation, Records) {
         ..EngineParams::default()
     };
     let fleet = (0..workers)
-        .map(|id| Worker::with_blocks(id, perf.clone(), params.clone(), 1000))
+        .map(|id| Worker::with_blocks(id, perf.clone(), params, 1000))
         .collect();
     let sim = Simulation::new(
         "faults".into(),

@@ -8,6 +8,7 @@ use crate::engine::RunOutput;
 use crate::metrics::requests::RequestSink;
 use crate::routing::router::DecisionRecord;
 
+pub mod html;
 pub mod plots;
 pub mod requests;
 pub mod workers;
@@ -33,7 +34,7 @@ impl ResultsDir<'_> {
 pub type OutputFile = (String, Vec<u8>);
 
 /// The files of one run written at its end: `summary.json`, `summary.md`, `run_info.json`,
-/// `timeseries.csv`, `workers.csv`, the plots (`plot-*.svg`) and, if decisions were logged, `decisions.csv`. (`requests.parquet`
+/// `timeseries.csv`, `workers.csv`, the plots (`plot-*.svg`), `report.html` and, if decisions were logged, `decisions.csv`. (`requests.parquet`
 /// streams in while the run goes: [`ResultsDir::request_sink`].)
 pub fn run_files(out: &RunOutput, wall_s: f64) -> Result<Vec<OutputFile>> {
     let s = &out.summary;
@@ -58,11 +59,14 @@ pub fn run_files(out: &RunOutput, wall_s: f64) -> Result<Vec<OutputFile>> {
     if !out.decisions.is_empty() {
         files.push(("decisions.csv".to_string(), decisions_csv(&out.decisions)?));
     }
-    files.extend(
-        plots::RunPlots::of(out)
-            .files()
-            .map_err(anyhow::Error::msg)?,
-    );
+    let plots = plots::RunPlots::of(out)
+        .files()
+        .map_err(anyhow::Error::msg)?;
+    files.push((
+        "report.html".to_string(),
+        html::run_page(s, &plots).into_bytes(),
+    ));
+    files.extend(plots);
     Ok(files)
 }
 
