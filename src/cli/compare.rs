@@ -9,7 +9,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::compare;
 use crate::output;
-use crate::report::{self, ResultsDir};
+use crate::report::{self, ResultsDir, plots};
 
 // One argument per command-line flag of `compare`, passed through as parsed.
 #[allow(clippy::too_many_arguments)]
@@ -117,15 +117,44 @@ pub(super) fn compare(
                 &report::run_files(&c.resolved(&scenario), o, wall)?,
             )?;
         }
+        let cdf = comparison_cdf(&scenario.name, &contenders, &outputs)?;
+        let runs: Vec<_> = contenders
+            .iter()
+            .zip(&outputs)
+            .map(|(c, o)| (&o.summary, Some(compare::folder_name(&c.label))))
+            .collect();
+        let page = report::html::comparison_page(
+            &scenario.name,
+            &runs,
+            &[("plot-ttft-cdf.svg".to_string(), cdf.clone())],
+        );
         report::write_files(
             dir,
             &[
                 ("comparison.json".into(), cmp.to_json().into_bytes()),
                 ("comparison.md".into(), cmp.to_markdown().into_bytes()),
                 ("comparison.csv".into(), cmp.to_csv()),
+                ("plot-ttft-cdf.svg".into(), cdf.clone()),
+                ("report.html".into(), page.into_bytes()),
             ],
         )?;
         println!("\nresults written to {}", dir.display());
     }
     Ok(())
+}
+
+/// The comparison's TTFT CDF: one line per variant.
+fn comparison_cdf(
+    scenario: &str,
+    contenders: &[compare::Contender],
+    outputs: &[crate::engine::RunOutput],
+) -> Result<Vec<u8>> {
+    let lines: Vec<_> = contenders
+        .iter()
+        .zip(outputs)
+        .map(|(c, o)| (c.label.clone(), plots::cdf_points(&o.collector.ttft)))
+        .collect();
+    Ok(plots::ttft_cdf(scenario, &lines)
+        .map_err(anyhow::Error::msg)?
+        .into_bytes())
 }

@@ -9,6 +9,8 @@ use crate::metrics::requests::RequestSink;
 use crate::routing::router::DecisionRecord;
 use crate::scenario::Scenario;
 
+pub mod html;
+pub mod plots;
 pub mod provenance;
 pub mod requests;
 pub mod workers;
@@ -34,7 +36,7 @@ impl ResultsDir<'_> {
 pub type OutputFile = (String, Vec<u8>);
 
 /// The files of one run written at its end: `summary.json`, `summary.md`, `run_info.json`,
-/// `timeseries.csv`, `workers.csv` and, if decisions were logged, `decisions.csv`. (`requests.parquet`
+/// `timeseries.csv`, `workers.csv`, the plots (`plot-*.svg`), `report.html` and, if decisions were logged, `decisions.csv`. (`requests.parquet`
 /// streams in while the run goes: [`ResultsDir::request_sink`].)
 /// `scenario` is the one that ran (resolved: a `compare` variant with its router), for `run_info.json`.
 pub fn run_files(scenario: &Scenario, out: &RunOutput, wall_s: f64) -> Result<Vec<OutputFile>> {
@@ -53,6 +55,14 @@ pub fn run_files(scenario: &Scenario, out: &RunOutput, wall_s: f64) -> Result<Ve
     if !out.decisions.is_empty() {
         files.push(("decisions.csv".to_string(), decisions_csv(&out.decisions)?));
     }
+    let plots = plots::RunPlots::of(out)
+        .files()
+        .map_err(anyhow::Error::msg)?;
+    files.push((
+        "report.html".to_string(),
+        html::run_page(s, &plots).into_bytes(),
+    ));
+    files.extend(plots);
     Ok(files)
 }
 

@@ -403,8 +403,15 @@ fn the_same_seed_gives_the_same_parquet_and_worker_bytes() {
             .arg(scenario_path("quickstart.toml"))
             .assert()
             .success();
-        bytes
-            .push(["requests.parquet", "workers.csv"].map(|f| std::fs::read(dir.join(f)).unwrap()));
+        bytes.push(
+            [
+                "requests.parquet",
+                "workers.csv",
+                "report.html",
+                "plot-ttft-cdf.svg",
+            ]
+            .map(|f| std::fs::read(dir.join(f)).unwrap()),
+        );
     }
     assert!(bytes[0] == bytes[1], "two runs with one seed differ");
 }

@@ -1,0 +1,142 @@
+//! A run's plots (SVG), one file per plot, drawn from [`RunPlots`]: plain numbers taken from a run's
+//! summary and time series, so the same plots can be drawn again from a results folder.
+//!
+//! Invariant: plots are functions of those numbers alone, so the same seed gives the same bytes.
+//! KV-cache utilisation over time is not plotted: the time series does not record it (workers.csv has
+//! each worker's peak).
+
+pub mod chart;
+mod hit_rate_over_time;
+mod recompute_by_cause;
+mod ttft_by_turn;
+mod ttft_cdf;
+mod ttft_over_time;
+mod worker_share;
+
+pub use ttft_cdf::ttft_cdf;
+
+use crate::engine::RunOutput;
+use crate::metrics::collector::Latency;
+
+/// Points per CDF line.
+const CDF_POINTS: usize = 200;
+
+/// One window of the time series.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowPoint {
+    /// Window midpoint, simulated seconds.
+    pub mid_s: f64,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p95_ms: Option<f64>,
+    pub hit_rate: Option<f64>,
+}
+
+/// The numbers a run's plots show.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunPlots {
+    /// Scenario and policy, for titles.
+    pub name: String,
+    /// TTFT CDF: (ms, fraction of completed requests at or below).
+    pub ttft_cdf: Vec<(f64, f64)>,
+    pub windows: Vec<WindowPoint>,
+    /// Faults: (simulated seconds, label).
+    pub faults: Vec<(f64, String)>,
+    /// TTFT by conversation turn: (group, p50 ms, p95 ms), groups with requests only.
+    pub ttft_by_turn: Vec<(String, f64, f64)>,
+    /// Recomputed tokens by cause.
+    pub recompute: Vec<(String, u64)>,
+    /// Per worker: (id, fraction of completed requests served).
+    pub worker_share: Vec<(usize, f64)>,
+}
+
+/// A CDF of `l` in milliseconds, at [`CDF_POINTS`] + 1 evenly spaced quantiles from the exact minimum
+/// to the exact maximum (empty when `l` is).
+pub fn cdf_points(l: &Latency) -> Vec<(f64, f64)> {
+    if l.count() == 0 {
+        return Vec::new();
+    }
+    (0..=CDF_POINTS)
+        .map(|i| {
+            let q = i as f64 / CDF_POINTS as f64;
+            // The line starts at the exact fastest request, not its histogram bucket's midpoint.
+            let ns = if i == 0 {
+                l.min() as f64
+            } else {
+                l.quantile(q)
+            };
+            (ns / 1e6, q)
+        })
+        .collect()
+}
+
+impl RunPlots {
+    /// The plotted numbers of a finished run.
+    pub fn of(out: &RunOutput) -> Self {
+        let s = &out.summary;
+        let ts = &out.collector.series;
+        let width = ts.spec.window.as_secs_f64();
+        let windows = ts
+            .windows
+            .iter()
+            .enumerate()
+            .map(|(i, w)| WindowPoint {
+                mid_s: (i as f64 + 0.5) * width,
+                ttft_p50_ms: w.ttft.quantile(0.5).map(|v| v / 1e6),
+                ttft_p95_ms: w.ttft.quantile(0.95).map(|v| v / 1e6),
+                hit_rate: (w.prompt_tokens > 0)
+                    .then(|| w.cached_tokens as f64 / w.prompt_tokens as f64),
+            })
+            .collect();
+        let c = &s.recompute.by_cause;
+        RunPlots {
+            name: format!("{} / {}", s.scenario, s.policy),
+            ttft_cdf: cdf_points(&out.collector.ttft),
+            windows,
+            faults: ts
+                .faults
+                .iter()
+                .map(|f| (f.at.as_secs_f64(), f.label.clone()))
+                .collect(),
+            ttft_by_turn: s
+                .ttft_by_turn_ms
+                .iter()
+                .filter(|g| g.dist.count > 0)
+                .map(|g| (g.group.clone(), g.dist.p50, g.dist.p95))
+                .collect(),
+            recompute: vec![
+                ("evicted".into(), c.evicted.tokens),
+                ("misrouted".into(), c.misrouted.tokens),
+                ("failure".into(), c.failure.tokens),
+                ("preempted".into(), c.preempted.tokens),
+                ("migrated".into(), c.migrated.tokens),
+            ],
+            worker_share: s.workers.iter().map(|w| (w.id, w.share)).collect(),
+        }
+    }
+
+    /// Every plot: (file name, SVG bytes), in the order the report shows them.
+    pub fn files(&self) -> Result<Vec<(String, Vec<u8>)>, String> {
+        let cdf = [(self.name.clone(), self.ttft_cdf.clone())];
+        let plots = [
+            ("plot-ttft-cdf.svg", ttft_cdf(&self.name, &cdf)?),
+            ("plot-ttft-over-time.svg", ttft_over_time::plot(self)?),
+            (
+                "plot-hit-rate-over-time.svg",
+                hit_rate_over_time::plot(self)?,
+            ),
+            ("plot-ttft-by-turn.svg", ttft_by_turn::plot(self)?),
+            (
+                "plot-recompute-by-cause.svg",
+                recompute_by_cause::plot(self)?,
+            ),
+            ("plot-worker-share.svg", worker_share::plot(self)?),
+        ];
+        Ok(plots
+            .into_iter()
+            .map(|(n, svg)| (n.to_string(), svg.into_bytes()))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests;

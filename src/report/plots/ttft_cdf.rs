@@ -1,0 +1,26 @@
+//! TTFT CDF: one line per run (one per variant in a comparison), drawn to the 99th percentile so a
+//! few slow requests do not squash the body of the distribution (the tables give p99 and the maximum).
+
+use super::chart::{Lines, Series, line_chart};
+
+/// The CDF plot of `lines` (name, (ms, fraction) points), titled after `what`.
+pub fn ttft_cdf(what: &str, lines: &[Series]) -> Result<String, String> {
+    let to_p99: Vec<Series> = lines
+        .iter()
+        .map(|(n, pts)| {
+            (
+                n.clone(),
+                pts.iter().copied().filter(|p| p.1 <= 0.99 + 1e-9).collect(),
+            )
+        })
+        .collect();
+    line_chart(&Lines {
+        title: &format!("TTFT CDF (to p99): {what}"),
+        x_label: "time to first token (ms)",
+        y_label: "fraction of completed requests",
+        series: &to_p99,
+        markers: &[],
+        dots: false,
+        y_range: Some((0.0, 1.0)),
+    })
+}
