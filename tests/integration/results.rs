@@ -35,6 +35,11 @@ fn opt_i64(df: &DataFrame, name: &str) -> Vec<Option<i64>> {
         .collect()
 }
 
+fn opt_f64(df: &DataFrame, name: &str) -> Vec<Option<f64>> {
+    let ca = df.column(name).unwrap().f64().unwrap();
+    (0..ca.len()).map(|i| ca.get(i)).collect()
+}
+
 /// Checks one results folder's `requests.parquet` against its `summary.json`; returns the frame.
 fn check_requests(dir: &Path) -> DataFrame {
     let summary = json(&dir.join("summary.json"));
@@ -86,14 +91,7 @@ fn check_requests(dir: &Path) -> DataFrame {
     let first = opt_i64(&df, "first_token_ns");
     let finished = opt_i64(&df, "finished_ns");
     let ttft = opt_i64(&df, "ttft_ns");
-    let arrival_s: Vec<Option<f64>> = df
-        .column("arrival_s")
-        .unwrap()
-        .f64()
-        .map(|ca| (0..ca.len()).map(|i| ca.get(i)).collect::<Vec<_>>())
-        .unwrap()
-        .into_iter()
-        .collect();
+    let arrival_s = opt_f64(&df, "arrival_s");
     for i in 0..df.height() {
         let (a, f) = (arrival[i].unwrap(), finished[i].unwrap());
         assert!(a <= f, "row {i}: arrival after finish");
@@ -291,14 +289,7 @@ fn run_writes_requests_parquet_that_agrees_with_the_summary() {
     let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
     assert_eq!(rows.len(), df.height());
     let first = opt_i64(&df, "first_token_ns");
-    let arrival_s: Vec<Option<f64>> = df
-        .column("arrival_s")
-        .unwrap()
-        .f64()
-        .map(|ca| (0..ca.len()).map(|i| ca.get(i)).collect::<Vec<_>>())
-        .unwrap()
-        .into_iter()
-        .collect();
+    let arrival_s = opt_f64(&df, "arrival_s");
     for (i, row) in rows.iter().enumerate() {
         let cell = &row[8];
         assert_eq!(cell.parse::<i64>().ok(), first[i], "row {i}");
