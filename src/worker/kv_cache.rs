@@ -100,6 +100,23 @@ impl BlockPool {
         pool
     }
 
+    /// Loses every block's content at once (the process holding the cache died): all blocks become
+    /// empty and free, nothing is remembered as evicted, and pending events and evicted hashes are
+    /// dropped. Lifetime counters ([`BlockPool::peak_used`], [`BlockPool::evictions`]) and what is
+    /// being recorded survive, so a crash does not erase the worker's history from the summary.
+    pub fn wipe(&mut self) {
+        let mut fresh = BlockPool::new(self.total(), self.block_size);
+        fresh.evictions = self.evictions;
+        fresh.peak_used = self.peak_used;
+        if self.events.is_some() {
+            fresh.record_events();
+        }
+        if self.evicted.is_some() {
+            fresh.record_evictions();
+        }
+        *self = fresh;
+    }
+
     /// Tokens per block.
     pub fn block_size(&self) -> u32 {
         self.block_size
@@ -422,6 +439,31 @@ mod tests {
         assert_eq!(p.allocate(), Some(a));
         assert_eq!(p.allocate(), None);
         assert_eq!(p.evictions(), 2);
+    }
+
+    #[test]
+    fn wipe_loses_content_but_keeps_lifetime_counters() {
+        let mut p = BlockPool::new(2, 16);
+        p.record_evictions();
+        let a = p.allocate().unwrap();
+        p.register(a, 1);
+        p.release(&[a]);
+        let b = p.allocate().unwrap();
+        let c = p.allocate().unwrap(); // evicts hash 1
+        assert_eq!((p.evictions(), p.peak_used()), (1, 2));
+        p.wipe();
+        // Everything is empty and free again, and the crash is not an eviction.
+        assert_eq!((p.free(), p.cached_blocks(), p.references()), (2, 0, 0));
+        assert!(!p.recently_evicted(1), "a crash forgets, it does not evict");
+        assert_eq!(
+            p.drain_evicted(),
+            Vec::<u64>::new(),
+            "pending write-downs die with the GPU"
+        );
+        // History survives: the worker once used both blocks and evicted one.
+        assert_eq!((p.evictions(), p.peak_used()), (1, 2));
+        assert!(p.records_evictions());
+        let _ = (b, c);
     }
 
     #[test]

@@ -492,15 +492,7 @@ impl Worker {
             }
         } else {
             hashes.extend(self.pool.content_hashes());
-            let events = self.pool.records_events();
-            let evictions = self.pool.records_evictions();
-            self.pool = BlockPool::new(self.pool.total(), self.params.block_size);
-            if events {
-                self.pool.record_events();
-            }
-            if evictions {
-                self.pool.record_evictions();
-            }
+            self.pool.wipe();
             self.reserved.clear();
         }
         lost.extend(running);
