@@ -18,6 +18,7 @@
 pub mod data;
 pub mod external;
 pub mod fit;
+pub mod kv_logs;
 pub mod measurements;
 pub mod report;
 
@@ -119,6 +120,8 @@ pub struct Calibration {
     pub excluded_rows: usize,
     /// Published end-to-end measurements outside the data, predicted by the simulator.
     pub external: Vec<external::ExternalResult>,
+    /// vLLM's logged KV-cache capacities (`data/validation/`) against the simulator's.
+    pub kv_logs: Vec<kv_logs::KvLogResult>,
 }
 
 impl Calibration {
@@ -250,6 +253,10 @@ pub fn calibrate(dir: &Path) -> Result<Calibration, CalibrationError> {
         location: "published end-to-end points".into(),
         message,
     })?;
+    let kv_logs = kv_logs::compare(&kv_logs::points()?).map_err(|message| CalibrationError {
+        location: kv_logs::FILE.into(),
+        message,
+    })?;
     Ok(Calibration {
         allreduce,
         profiles,
@@ -257,6 +264,7 @@ pub fn calibrate(dir: &Path) -> Result<Calibration, CalibrationError> {
         cross_stack,
         excluded_rows: sw.excluded_rows,
         external,
+        kv_logs,
     })
 }
 
