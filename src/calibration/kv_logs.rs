@@ -13,6 +13,7 @@ use crate::scenario::WorkerGroup;
 use crate::worker::activation_reserve_bytes;
 
 use super::CalibrationError;
+use super::catalogue_ids as ids;
 
 /// Where the rows come from (compiled in, so the binary needs no data directory).
 pub const FILE: &str = "data/validation/kv_cache_logs.csv";
@@ -103,22 +104,13 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<KvLogPoint>, CalibrationError
         let field = |i: usize| record.get(i).unwrap_or("").trim();
         let bad =
             |i: usize, what: &str| err(line, format!("{}: {what}, got `{}`", COLUMNS[i], field(i)));
-        let gpu = GpuId::ALL
-            .into_iter()
-            .find(|g| g.as_str() == field(0))
-            .ok_or_else(|| bad(0, "not a GPU of the catalogue"))?;
-        let model = ModelId::ALL
-            .into_iter()
-            .find(|m| m.as_str() == field(1))
-            .ok_or_else(|| bad(1, "not a model of the catalogue"))?;
+        let gpu = ids::gpu(field(0)).ok_or_else(|| bad(0, "not a GPU of the catalogue"))?;
+        let model = ids::model(field(1)).ok_or_else(|| bad(1, "not a model of the catalogue"))?;
         let tp = match field(2).parse::<u32>() {
             Ok(t @ (1 | 2 | 4 | 8)) => t,
             _ => return Err(bad(2, "expected 1, 2, 4 or 8")),
         };
-        let precision = Precision::ALL
-            .into_iter()
-            .find(|p| p.as_str() == field(3))
-            .ok_or_else(|| bad(3, "expected bf16 or fp8"))?;
+        let precision = ids::precision(field(3)).ok_or_else(|| bad(3, "expected bf16 or fp8"))?;
         let gpu_memory_utilization = field(4)
             .parse::<f64>()
             .ok()

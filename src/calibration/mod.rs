@@ -15,6 +15,7 @@
 //! --measurements FILE.csv`, format in `docs/calibration-format.md`), written as a profile file that
 //! scenarios and `fleetsim estimate --profile` can name.
 
+pub mod catalogue_ids;
 pub mod data;
 pub mod external;
 pub mod fit;
@@ -249,10 +250,7 @@ pub fn calibrate(dir: &Path) -> Result<Calibration, CalibrationError> {
         })
         .collect();
 
-    let external = external::predict_all().map_err(|message| CalibrationError {
-        location: "published end-to-end points".into(),
-        message,
-    })?;
+    let external = external::predict_all()?;
     let kv_logs = kv_logs::compare(&kv_logs::points()?).map_err(|message| CalibrationError {
         location: kv_logs::FILE.into(),
         message,

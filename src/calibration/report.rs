@@ -92,10 +92,11 @@ fn external(o: &mut String, c: &Calibration) {
          maximum-throughput points show that gap. LLaMA-7B is modelled by the identical \
          `llama-2-7b` shape, its FP16 by BF16. Maximum throughput: a closed loop of {} clients, {} requests \
          each, with the sequence cap raised to {} (TensorRT-LLM's throughput runs use a large maximum \
-         batch); vLLM's other defaults.\n",
+         batch); vLLM's other defaults. The points, with their sources, are in `{}`.\n",
         external::SATURATION_CLIENTS,
         external::SATURATION_ROUNDS,
-        external::SATURATION_CLIENTS
+        external::SATURATION_CLIENTS,
+        external::FILE
     );
     let _ = writeln!(
         o,
@@ -104,9 +105,10 @@ fn external(o: &mut String, c: &Calibration) {
     for r in &c.external {
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {:.1} | {} | {} |",
+            "| {} | [{}]({}) | {} | {:.1} | {} | {} |",
             r.point.label(),
             r.point.source,
+            r.point.url,
             r.point.published,
             r.predicted,
             signed_pct(r.error()),
