@@ -7,6 +7,9 @@
 use crate::estimate::{EstimateRequest, estimate};
 use crate::hardware::{GpuId, ModelId, Precision};
 
+use super::CalibrationError;
+use super::catalogue_ids as ids;
+
 /// What was measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Measure {
@@ -23,7 +26,7 @@ pub enum Measure {
 }
 
 /// One published measurement.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ExternalPoint {
     pub gpu: GpuId,
     pub model: ModelId,
@@ -32,103 +35,132 @@ pub struct ExternalPoint {
     pub measure: Measure,
     /// The published value (ms, or tokens/s for throughput).
     pub published: f64,
-    /// Where it was published.
-    pub source: &'static str,
+    /// Where it was published, in words.
+    pub source: String,
+    /// Where it was published: the address.
+    pub url: String,
 }
 
-const TRT_05: &str =
-    "NVIDIA TensorRT-LLM 0.5 performance documentation (2023), batch 1, 2,048-token prompt";
-const VLLM_A100_40: &str =
-    "vLLM benchmark, Llama-3.1-8B on A100-40GB, concurrency 1, 1,024 in / 128 out";
-const TRT_PERF: &str =
-    "NVIDIA TensorRT-LLM performance overview, Llama-3.1-8B FP8 TP1, max-load output throughput";
+/// Where the points come from (compiled in). LLaMA-7B is modelled by the `llama-2-7b` shape (identical)
+/// and its FP16 by BF16 (same tensor-core rate on A100).
+pub const FILE: &str = "data/validation/end_to_end.csv";
+const TEXT: &str = include_str!("../../data/validation/end_to_end.csv");
 
-/// The published points the issue names. LLaMA-7B is modelled by the `llama-2-7b` shape (identical) and
-/// its FP16 by BF16 (same tensor-core rate on A100).
-pub const EXTERNAL: &[ExternalPoint] = {
-    use GpuId::{A100, A100_40gb, H100, H200};
-    use Measure::{MaxThroughput, Tpot, Ttft};
-    use ModelId::{Llama2_7b, Llama31_8b};
-    use Precision::{Bf16, Fp8};
-    const fn p(
-        gpu: GpuId,
-        model: ModelId,
-        precision: Precision,
-        measure: Measure,
-        published: f64,
-        source: &'static str,
-    ) -> ExternalPoint {
-        ExternalPoint {
+const COLUMNS: [&str; 11] = [
+    "gpu",
+    "model",
+    "tp",
+    "precision",
+    "measure",
+    "prompt",
+    "output",
+    "concurrency",
+    "published",
+    "source",
+    "url",
+];
+
+/// The points of the bundled file.
+pub fn points() -> Result<Vec<ExternalPoint>, CalibrationError> {
+    parse(TEXT, FILE)
+}
+
+/// Parses `text` (the CSV format of [`FILE`]), naming `file` in errors. `measure` is `ttft` (uses
+/// `prompt`), `tpot` (`prompt`, `output`, `concurrency`) or `max_throughput` (`prompt`, `output`); the
+/// columns a measure does not use stay empty.
+pub fn parse(text: &str, file: &str) -> Result<Vec<ExternalPoint>, CalibrationError> {
+    let err = |line: u64, message: String| CalibrationError {
+        location: format!("{file}:{line}"),
+        message,
+    };
+    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
+    let header = reader
+        .headers()
+        .map_err(|e| err(1, format!("unreadable header: {e}")))?
+        .clone();
+    if header.iter().collect::<Vec<_>>() != COLUMNS {
+        return Err(err(
+            1,
+            format!("the header must be `{}`", COLUMNS.join(",")),
+        ));
+    }
+    let mut points = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            err(line, format!("unreadable row: {e}"))
+        })?;
+        let line = record.position().map_or(0, |p| p.line());
+        let field = |i: usize| record.get(i).unwrap_or("").trim();
+        let bad =
+            |i: usize, what: &str| err(line, format!("{}: {what}, got `{}`", COLUMNS[i], field(i)));
+        let tokens = |i: usize| {
+            field(i)
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| bad(i, "expected a positive whole number"))
+        };
+        let unused = |i: usize| {
+            if field(i).is_empty() {
+                Ok(())
+            } else {
+                Err(bad(i, "must be empty for this measure"))
+            }
+        };
+        let gpu = ids::gpu(field(0)).ok_or_else(|| bad(0, "not a GPU of the catalogue"))?;
+        let model = ids::model(field(1)).ok_or_else(|| bad(1, "not a model of the catalogue"))?;
+        let tp = match field(2).parse::<u32>() {
+            Ok(t @ (1 | 2 | 4 | 8)) => t,
+            _ => return Err(bad(2, "expected 1, 2, 4 or 8")),
+        };
+        let precision = ids::precision(field(3)).ok_or_else(|| bad(3, "expected bf16 or fp8"))?;
+        let measure = match field(4) {
+            "ttft" => {
+                unused(6)?;
+                unused(7)?;
+                Measure::Ttft { prompt: tokens(5)? }
+            }
+            "tpot" => Measure::Tpot {
+                prompt: tokens(5)?,
+                output: tokens(6)?,
+                concurrency: tokens(7)?,
+            },
+            "max_throughput" => {
+                unused(7)?;
+                Measure::MaxThroughput {
+                    prompt: tokens(5)?,
+                    output: tokens(6)?,
+                }
+            }
+            _ => return Err(bad(4, "expected ttft, tpot or max_throughput")),
+        };
+        let published = field(8)
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .ok_or_else(|| bad(8, "expected a positive number"))?;
+        for i in [9, 10] {
+            if field(i).is_empty() {
+                return Err(bad(i, "must not be empty"));
+            }
+        }
+        points.push(ExternalPoint {
             gpu,
             model,
-            tp: 1,
+            tp,
             precision,
             measure,
             published,
-            source,
-        }
+            source: field(9).to_string(),
+            url: field(10).to_string(),
+        });
     }
-    &[
-        p(H100, Llama2_7b, Fp8, Ttft { prompt: 2048 }, 36.0, TRT_05),
-        p(A100, Llama2_7b, Bf16, Ttft { prompt: 2048 }, 133.0, TRT_05),
-        p(
-            A100_40gb,
-            Llama31_8b,
-            Bf16,
-            Tpot {
-                prompt: 1024,
-                output: 128,
-                concurrency: 1,
-            },
-            13.3,
-            VLLM_A100_40,
-        ),
-        p(
-            H100,
-            Llama31_8b,
-            Fp8,
-            MaxThroughput {
-                prompt: 1000,
-                output: 1000,
-            },
-            15_220.0,
-            TRT_PERF,
-        ),
-        p(
-            H200,
-            Llama31_8b,
-            Fp8,
-            MaxThroughput {
-                prompt: 1000,
-                output: 1000,
-            },
-            17_744.0,
-            TRT_PERF,
-        ),
-        p(
-            H100,
-            Llama31_8b,
-            Fp8,
-            MaxThroughput {
-                prompt: 5000,
-                output: 500,
-            },
-            3_459.0,
-            TRT_PERF,
-        ),
-        p(
-            H200,
-            Llama31_8b,
-            Fp8,
-            MaxThroughput {
-                prompt: 5000,
-                output: 500,
-            },
-            3_902.0,
-            TRT_PERF,
-        ),
-    ]
-};
+    if points.is_empty() {
+        return Err(err(1, "no rows".into()));
+    }
+    Ok(points)
+}
 
 /// Clients and sequence cap of the saturated runs: TensorRT-LLM's throughput runs use a large maximum batch,
 /// so the KV cache, not a sequence cap, bounds the batch.
@@ -225,7 +257,7 @@ impl ExternalPoint {
             Measure::MaxThroughput { .. } => e.output_tokens_per_s,
         };
         Ok(ExternalResult {
-            point: *self,
+            point: self.clone(),
             predicted,
             profile: e.profile,
             calibrated: e.calibrated,
@@ -233,9 +265,17 @@ impl ExternalPoint {
     }
 }
 
-/// Predicts every [`EXTERNAL`] point.
-pub fn predict_all() -> Result<Vec<ExternalResult>, String> {
-    EXTERNAL.iter().map(ExternalPoint::predict).collect()
+/// Predicts every point of [`FILE`].
+pub fn predict_all() -> Result<Vec<ExternalResult>, CalibrationError> {
+    points()?
+        .iter()
+        .map(|p| {
+            p.predict().map_err(|message| CalibrationError {
+                location: FILE.into(),
+                message: format!("{}: {message}", p.label()),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -244,11 +284,59 @@ mod tests {
 
     #[test]
     fn labels_name_the_configuration_and_the_unit() {
-        let l = EXTERNAL[0].label();
+        let points = points().unwrap();
+        let l = points[0].label();
         assert!(
             l.starts_with("h100 llama-2-7b tp1 fp8: TTFT") && l.ends_with("(ms)"),
             "{l}"
         );
-        assert!(EXTERNAL[3].label().ends_with("(tokens/s)"));
+        assert!(points[3].label().ends_with("(tokens/s)"));
+        assert!(points.iter().all(|p| p.url.starts_with("https://")));
+    }
+
+    const HEADER: &str =
+        "gpu,model,tp,precision,measure,prompt,output,concurrency,published,source,url\n";
+
+    fn one(row: &str) -> Result<Vec<ExternalPoint>, CalibrationError> {
+        parse(&format!("{HEADER}{row}\n"), "e.csv")
+    }
+
+    #[test]
+    fn each_measure_reads_its_columns() {
+        let p = one("h100,llama-3.1-8b,1,fp8,tpot,1024,128,4,13.3,\"a, b\",https://x").unwrap();
+        assert_eq!(
+            p[0].measure,
+            Measure::Tpot {
+                prompt: 1024,
+                output: 128,
+                concurrency: 4
+            }
+        );
+        assert_eq!(p[0].source, "a, b");
+        let p = one("h100,llama-3.1-8b,1,fp8,ttft,2048,,,36,s,u").unwrap();
+        assert_eq!(p[0].measure, Measure::Ttft { prompt: 2048 });
+    }
+
+    #[test]
+    fn bad_rows_name_the_line_and_the_column() {
+        let e = one("h100,llama-3.1-8b,1,fp8,latency,2048,,,36,s,u").unwrap_err();
+        assert_eq!(e.location, "e.csv:2");
+        assert!(e.message.starts_with("measure:"), "{e}");
+        let e = one("h100,llama-3.1-8b,1,fp8,ttft,2048,5,,36,s,u").unwrap_err();
+        assert!(
+            e.message.starts_with("output:") && e.message.contains("empty"),
+            "{e}"
+        );
+        let e = one("h100,llama-3.1-8b,1,fp8,tpot,1024,128,,13.3,s,u").unwrap_err();
+        assert!(e.message.starts_with("concurrency:"), "{e}");
+        let e = one("h100,llama-3.1-8b,1,fp8,ttft,2048,,,-1,s,u").unwrap_err();
+        assert!(e.message.starts_with("published:"), "{e}");
+        let e = one("h100,llama-3.1-8b,1,fp8,ttft,2048,,,36,s,").unwrap_err();
+        assert!(e.message.starts_with("url:"), "{e}");
+        let e = one("x100,llama-3.1-8b,1,fp8,ttft,2048,,,36,s,u").unwrap_err();
+        assert!(
+            e.message.starts_with("gpu:") && e.message.contains("x100"),
+            "{e}"
+        );
     }
 }

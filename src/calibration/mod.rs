@@ -15,9 +15,11 @@
 //! --measurements FILE.csv`, format in `docs/calibration-format.md`), written as a profile file that
 //! scenarios and `fleetsim estimate --profile` can name.
 
+pub mod catalogue_ids;
 pub mod data;
 pub mod external;
 pub mod fit;
+pub mod kv_logs;
 pub mod measurements;
 pub mod report;
 
@@ -119,6 +121,8 @@ pub struct Calibration {
     pub excluded_rows: usize,
     /// Published end-to-end measurements outside the data, predicted by the simulator.
     pub external: Vec<external::ExternalResult>,
+    /// vLLM's logged KV-cache capacities (`data/validation/`) against the simulator's.
+    pub kv_logs: Vec<kv_logs::KvLogResult>,
 }
 
 impl Calibration {
@@ -246,8 +250,9 @@ pub fn calibrate(dir: &Path) -> Result<Calibration, CalibrationError> {
         })
         .collect();
 
-    let external = external::predict_all().map_err(|message| CalibrationError {
-        location: "published end-to-end points".into(),
+    let external = external::predict_all()?;
+    let kv_logs = kv_logs::compare(&kv_logs::points()?).map_err(|message| CalibrationError {
+        location: kv_logs::FILE.into(),
         message,
     })?;
     Ok(Calibration {
@@ -257,6 +262,7 @@ pub fn calibrate(dir: &Path) -> Result<Calibration, CalibrationError> {
         cross_stack,
         excluded_rows: sw.excluded_rows,
         external,
+        kv_logs,
     })
 }
 

@@ -26,6 +26,7 @@ pub fn markdown(c: &Calibration) -> String {
     );
     intro(&mut o, c);
     external(&mut o, c);
+    kv_capacity(&mut o, c);
     published(&mut o, c);
     summary(&mut o, c);
     allreduce(&mut o, c);
@@ -91,10 +92,11 @@ fn external(o: &mut String, c: &Calibration) {
          maximum-throughput points show that gap. LLaMA-7B is modelled by the identical \
          `llama-2-7b` shape, its FP16 by BF16. Maximum throughput: a closed loop of {} clients, {} requests \
          each, with the sequence cap raised to {} (TensorRT-LLM's throughput runs use a large maximum \
-         batch); vLLM's other defaults.\n",
+         batch); vLLM's other defaults. The points, with their sources, are in `{}`.\n",
         external::SATURATION_CLIENTS,
         external::SATURATION_ROUNDS,
-        external::SATURATION_CLIENTS
+        external::SATURATION_CLIENTS,
+        external::FILE
     );
     let _ = writeln!(
         o,
@@ -103,9 +105,10 @@ fn external(o: &mut String, c: &Calibration) {
     for r in &c.external {
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {:.1} | {} | {} |",
+            "| {} | [{}]({}) | {} | {:.1} | {} | {} |",
             r.point.label(),
             r.point.source,
+            r.point.url,
             r.point.published,
             r.predicted,
             signed_pct(r.error()),
@@ -113,6 +116,61 @@ fn external(o: &mut String, c: &Calibration) {
         );
     }
     targets_line(o, c.external.len(), c.external_errors());
+}
+
+fn kv_capacity(o: &mut String, c: &Calibration) {
+    let _ = writeln!(
+        o,
+        "## KV-cache capacity against vLLM's start-up logs (held out)\n\n\
+         vLLM logs the KV cache it allocated at start-up (`GPU KV cache size: N tokens`; V0: `# GPU blocks`). \
+         `estimate` reports the capacity of one replica (`kv_capacity_tokens`): `gpu_memory_utilization` × \
+         the catalogue's memory, less the weights and a reserve for activations and the CUDA context, in \
+         16-token blocks. The logged values and their sources are in `{}` \
+         (`data/validation/SOURCE.md`). The last two columns split the difference per GPU: what the log \
+         implies vLLM kept for neither weights nor KV cache, and the simulator's reserve for the same.\n",
+        super::kv_logs::FILE
+    );
+    let _ = writeln!(
+        o,
+        "| configuration | vLLM | utilisation | logged tokens | estimate tokens | error | other memory, log (GiB/GPU) | reserve, estimate (GiB/GPU) | source |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---|"
+    );
+    for r in &c.kv_logs {
+        let p = &r.point;
+        let _ = writeln!(
+            o,
+            "| {} {} tp{} {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} |",
+            p.gpu.as_str(),
+            p.model.as_str(),
+            p.tp,
+            p.precision.as_str(),
+            p.vllm,
+            p.gpu_memory_utilization,
+            p.logged_tokens,
+            r.predicted_tokens,
+            signed_pct(r.error()),
+            r.implied_other_gib,
+            r.reserve_gib,
+            p.source
+        );
+    }
+    let errors: Vec<f64> = c.kv_logs.iter().map(|r| r.error().abs()).collect();
+    let (med, max) = super::median_and_max(&errors);
+    let _ = writeln!(
+        o,
+        "\nOver these {} logs: median |error| {}, largest {}. The estimate allocates more than vLLM does \
+         wherever vLLM kept more memory aside than the reserve: vLLM V1 also holds the CUDA graphs it \
+         captured, the peak of its sampler warm-up, which computes full-vocabulary logits for `max_num_seqs` \
+         dummy requests (1,024 by default on 80 GB-class GPUs; the reserve counts 256) and, at TP > 1, the \
+         NCCL and custom all-reduce buffers. The V0 log reports a 9.37 GiB activation peak of \
+         its own profiling run, a behaviour of that engine generation the reserve does not follow. The memory torch sees on a GPU is also a little below the driver's \
+         total the catalogue holds. The simulator's reserve is left as \
+         it is (changing it would change every scenario's capacity); where the KV cache binds, set \
+         `kv_blocks` on the worker group to the logged value / 16.\n",
+        c.kv_logs.len(),
+        pct(med),
+        pct(max)
+    );
 }
 
 fn published(o: &mut String, c: &Calibration) {

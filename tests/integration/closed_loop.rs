@@ -221,3 +221,89 @@ fn frontend_errors_name_line_and_key() {
         "{e}"
     );
 }
+
+/// The #13412 setting (3,100-token prompts, concurrency 32) on one H100 × Llama-3.1-8B, with the output
+/// length either fixed (`--ignore-eos`) or spread as answers that stop at an end-of-sequence token are
+/// (lognormal around `median`, σ = 0.5; #13412's command did not pass `--ignore-eos`).
+fn issue_13412(output: &str) -> fleetsim::metrics::bench::BenchReport {
+    let text = format!(
+        r#"
+name = "13412"
+seed = 1
+duration = "1h"
+
+[[workers]]
+count = 1
+gpu = "h100"
+model = "llama-3.1-8b"
+
+[workload]
+kind = "concurrency"
+clients = 32
+requests = 960
+prompt = {{ dist = "fixed", tokens = 3100 }}
+output = {output}
+"#
+    );
+    run(&scenario(&text, &[]))
+        .0
+        .benchmark
+        .expect("a closed loop reports its benchmark")
+}
+
+/// One 3,100-token prefill on an idle H100 × Llama-3.1-8B, from the step-time model alone.
+fn lone_prefill_ms() -> f64 {
+    use fleetsim::hardware::{GpuId, ModelId, Precision, StepShape};
+    use fleetsim::scenario::WorkerGroup;
+    let perf = WorkerGroup::single(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16).perf();
+    let mut s = StepShape::default();
+    s.add(3100, 0);
+    perf.step_time(&s).0 as f64 / 1e6
+}
+
+/// vllm-project/vllm#13412 over long outputs: when the outputs vary in length, as answers ending at an
+/// end-of-sequence token do, mean TTFT keeps falling as the output grows (16, 128, 1,024 tokens): requests
+/// that were prefilled together finish in different steps, so they return apart, and the longer the outputs
+/// the fewer prompts arrive per step. Once dispersed, the typical (median) request is prefilled nearly
+/// alone: its TTFT is within 1.5× of one idle prefill plus the frontend's few ms (the prompts of the other
+/// 31 clients would make it several times that).
+#[test]
+fn mean_ttft_falls_over_long_outputs_when_outputs_vary() {
+    let spread = |median: u32| {
+        issue_13412(&format!(
+            "{{ dist = \"lognormal\", median = {median}, sigma = 0.5, max = 20000 }}"
+        ))
+    };
+    let runs: Vec<_> = [16, 128, 1024].iter().map(|&m| spread(m)).collect();
+    let ttft: Vec<f64> = runs.iter().map(|r| r.ttft_ms.mean).collect();
+    assert!(ttft[0] > ttft[1] && ttft[1] > ttft[2], "mean TTFT {ttft:?}");
+    let prefill = lone_prefill_ms();
+    assert!(
+        runs[2].ttft_ms.p50 < 1.5 * prefill + 10.0,
+        "median TTFT {} vs one prefill {prefill}",
+        runs[2].ttft_ms.p50
+    );
+}
+
+/// With every output exactly as long (`--ignore-eos`), the requests whose prompts complete in the same step
+/// finish in the same step and return together, and a group that returns while another group's prefill
+/// step runs joins the next step: nothing splits a group once formed. The groups of the first dispatch
+/// (the token budget of 8,192 holds two 3,100-token prompts and part of a third) persist, so past the first
+/// few output tokens mean TTFT no longer depends on the output length, and the median request shares its
+/// prefill with others (more than twice one idle prefill). `docs/benchmark-client.md` says why no mechanism
+/// in the model disperses them and what would.
+#[test]
+fn fixed_length_groups_persist_over_long_outputs() {
+    let fixed = |tokens: u32| issue_13412(&format!("{{ dist = \"fixed\", tokens = {tokens} }}"));
+    let (short, long) = (fixed(128), fixed(1024));
+    assert!(
+        (short.ttft_ms.mean / long.ttft_ms.mean - 1.0).abs() < 0.02,
+        "{short:?} vs {long:?}"
+    );
+    assert!(
+        long.ttft_ms.p50 > 2.0 * lone_prefill_ms(),
+        "median TTFT {}",
+        long.ttft_ms.p50
+    );
+    assert!(long.ttft_ms.p99 > long.ttft_ms.p50, "{long:?}");
+}
