@@ -8,6 +8,11 @@
 //! token at the end of every step that brings its KV up to date, so its first token comes at the end
 //! of the step that completes its prefill, and it completes with its last token.
 //!
+//! Requests of a traffic mix carry priorities (lower first): the waiting queue is then ordered by
+//! priority, FCFS within one, and the victim of a preemption is the most recently admitted sequence of
+//! the lowest priority, as with vLLM's `--scheduling-policy priority`. With one priority throughout
+//! (every scenario without a mix) both rules reduce exactly to the FCFS ones above.
+//!
 //! The worker never schedules events itself: [`Worker::start_step`] returns the step's duration and the
 //! engine calls [`Worker::finish_step`] when that time has passed.
 

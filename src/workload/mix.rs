@@ -38,7 +38,7 @@ pub struct ClassSpec {
     /// The class's own objectives; without it the scenario's `[slo]` applies.
     #[serde(default)]
     pub slo: Option<ClassSlo>,
-    /// The class's traffic: any `[workload]` table except another mix.
+    /// The class's traffic: a `[workload]` table of kind poisson, gamma, sessions or trace.
     pub traffic: WorkloadSpec,
 }
 
@@ -256,8 +256,20 @@ pub fn validate(classes: &[ClassSpec]) -> Result<(), (String, String)> {
                 format!("\"{}\" is already the name of class {j}", c.name),
             ));
         }
-        if c.traffic.kind == super::WorkloadKind::Mix {
-            return Err((at("traffic.kind"), "a class cannot itself be a mix".into()));
+        match c.traffic.kind {
+            super::WorkloadKind::Mix => {
+                return Err((at("traffic.kind"), "a class cannot itself be a mix".into()));
+            }
+            // A benchmark client's clients start when its warm-up request finishes, after arrivals of
+            // the other classes may already have been handed out: the merged stream could go back in
+            // time. A closed loop of users is a `sessions` class.
+            super::WorkloadKind::Concurrency => {
+                return Err((
+                    at("traffic.kind"),
+                    "a benchmark client (`concurrency`) cannot be a class of a mix; model closed-loop users as a `sessions` class".into(),
+                ));
+            }
+            _ => {}
         }
         c.traffic.validate().map_err(|(path, m)| {
             let key = path.strip_prefix("workload.").unwrap_or(&path);
@@ -416,6 +428,14 @@ output = { dist = "fixed", tokens = 300 }
         assert!(e.starts_with("m.toml:31:"), "{e}"); // the `session_rate` line of class 1
         let e = err(&MIX.replace("kind = \"poisson\"", "kind = \"mix\""));
         assert!(e.contains("workload.classes[1].traffic.kind"), "{e}");
+        let e = err(&MIX.replace(
+            "kind = \"poisson\"\nrate = 2.0",
+            "kind = \"concurrency\"\nclients = 4",
+        ));
+        assert!(
+            e.contains("workload.classes[1].traffic.kind") && e.contains("benchmark client"),
+            "{e}"
+        );
         let e = err(MIX.split("[[workload.classes]]").next().unwrap());
         assert!(e.contains("workload.classes"), "{e}");
         let e = err(&MIX.replace("priority = 5", "priority = \"high\""));

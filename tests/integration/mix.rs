@@ -19,10 +19,18 @@ fn every_request_is_counted_in_exactly_one_class() {
     let names: Vec<&str> = s.classes.iter().map(|c| c.class.as_str()).collect();
     assert_eq!(names, ["chat", "rag", "batch"]);
     let sum: u64 = s.classes.iter().map(|c| c.requests).sum();
-    assert_eq!(sum, s.requests.arrived, "the classes partition the arrivals");
+    assert_eq!(
+        sum, s.requests.arrived,
+        "the classes partition the arrivals"
+    );
     for c in &s.classes {
         assert!(c.requests > 0, "{}: no traffic", c.class);
-        assert_eq!(c.requests, c.completed + c.failed + c.rejected, "{}", c.class);
+        assert_eq!(
+            c.requests,
+            c.completed + c.failed + c.rejected,
+            "{}",
+            c.class
+        );
         assert_eq!(c.ttft_ms.count, c.completed, "{}", c.class);
     }
     let completed: u64 = s.classes.iter().map(|c| c.completed).sum();
@@ -32,7 +40,10 @@ fn every_request_is_counted_in_exactly_one_class() {
     assert_eq!(s.classes[2].slo_ttft_ms, None);
     assert_eq!(s.classes[2].slo_tpot_ms, Some(100.0));
     let json = s.to_json();
-    assert!(json.contains("\"classes\": ["), "summary.json lists the classes");
+    assert!(
+        json.contains("\"classes\": ["),
+        "summary.json lists the classes"
+    );
     assert!(s.to_markdown().contains("## Classes"));
 }
 
@@ -103,6 +114,12 @@ fn size_judges_each_class_by_its_own_slo_and_names_the_class_that_misses() {
     let fewer = c["one_fewer_fails"].as_str().unwrap();
     assert!(fewer.starts_with("class "), "{fewer}");
     let md = std::fs::read_to_string(out.join("size.md")).unwrap();
-    assert!(md.contains("class chat: p95 TTFT ≤ 600 ms, p95 TPOT ≤ 40 ms"), "{md}");
-    assert!(md.contains("class batch: p95 TPOT ≤ 100 ms, goodput ≥ 90%"), "{md}");
+    assert!(
+        md.contains("class chat: p95 TTFT ≤ 600 ms, p95 TPOT ≤ 40 ms"),
+        "{md}"
+    );
+    assert!(
+        md.contains("class batch: p95 TPOT ≤ 100 ms, goodput ≥ 90%"),
+        "{md}"
+    );
 }

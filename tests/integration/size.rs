@@ -137,10 +137,15 @@ fn losing_a_rack_needs_the_load_carried_by_the_workers_outside_it() {
     let n = c["workers"].as_u64().unwrap();
     assert!(n >= 5, "μ_max = {mu:.2}/s: {c:#}");
     let fewer = c["one_fewer_fails"].as_str().unwrap();
-    assert!(fewer.contains("rack-0 lost"), "the rack loss is what fails: {fewer}");
+    assert!(
+        fewer.contains("rack-0 lost"),
+        "the rack loss is what fails: {fewer}"
+    );
     let tried = c["tried"].as_array().unwrap();
     assert!(
-        tried.iter().any(|e| e["workers"] == n - 1 && e["feasible"] == false),
+        tried
+            .iter()
+            .any(|e| e["workers"] == n - 1 && e["feasible"] == false),
         "{c:#}"
     );
 }
