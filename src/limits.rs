@@ -61,6 +61,27 @@ pub struct Footprint {
     pub memory_bytes: f64,
 }
 
+/// Requests a traffic mix is expected to send over `window` seconds: the sum over its classes whose
+/// volume is known in advance (`None` when no class's is).
+fn mix_expected(w: &crate::workload::WorkloadSpec, window: f64) -> Option<f64> {
+    let per_class = w.class_list().iter().map(|c| {
+        let t = &c.traffic;
+        match t.kind {
+            WorkloadKind::Poisson | WorkloadKind::Gamma => t.rate.map(|r| r.0 * window),
+            WorkloadKind::Sessions => {
+                let turns = t.sessions().map_or(1.0, |c| c.turns.mean());
+                t.session_rate.map(|r| r.0 * window * turns)
+            }
+            WorkloadKind::Concurrency => t.requests.map(|r| f64::from(r.0)),
+            WorkloadKind::Trace | WorkloadKind::Mix => None,
+        }
+    });
+    per_class.fold(None, |sum, e| match (sum, e) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    })
+}
+
 impl Footprint {
     /// The footprint of a validated scenario.
     pub fn of(s: &Scenario) -> Footprint {
@@ -80,6 +101,7 @@ impl Footprint {
             }
             WorkloadKind::Concurrency => w.requests.map(|r| f64::from(r.0)),
             WorkloadKind::Trace => None,
+            WorkloadKind::Mix => mix_expected(w, window),
         };
         let expected = match (expected, s.max_requests) {
             (Some(e), Some(m)) => Some(e.min(m as f64)),

@@ -46,6 +46,15 @@ pub struct Request {
     pub output_tokens: u32,
     /// Content identity of the prompt, in order.
     pub segments: Vec<Segment>,
+    /// Content id of the answer ([`Request::output_segment`]): derived from `id` by [`Request::new`]; a
+    /// traffic mix ([`crate::workload::mix`]) renames it together with the prompt's content ids, so that
+    /// a later turn that quotes this answer still matches what the worker cached.
+    pub answer_content: u64,
+    /// Index of the traffic class the request belongs to (`workload.classes`; 0 without a mix).
+    pub class: u16,
+    /// Scheduling priority: lower is served first (vLLM's `--scheduling-policy priority` convention);
+    /// 0 without a mix. Equal priorities keep vLLM's first-come-first-served order exactly.
+    pub priority: i32,
 }
 
 /// Tag mixed into the content id of a request's answer.
@@ -70,12 +79,18 @@ impl Request {
             prompt_tokens,
             output_tokens,
             segments,
+            answer_content: Self::answer_segment(id, 1).content,
+            class: 0,
+            priority: 0,
         }
     }
 
     /// The segment that the answer to this request forms: the next turn of a conversation includes it.
     pub fn output_segment(&self) -> Segment {
-        Self::answer_segment(self.id, self.output_tokens)
+        Segment {
+            content: self.answer_content,
+            tokens: self.output_tokens,
+        }
     }
 
     /// The answer segment of request `id` with `output_tokens` tokens, without the request at hand (a

@@ -539,7 +539,46 @@ pub fn line_of(text: &str, path: &str) -> Option<usize> {
 }
 
 /// Best-effort line of a field path such as `workers[1].tp` or `workload.cv` in the original text.
+/// The line of `workload.classes[K].…KEY`: the line that sets KEY within the K-th
+/// `[[workload.classes]]` entry (its own table or its `traffic` sub-table), else the entry's header.
+fn find_class_line(text: &str, path: &str) -> Option<usize> {
+    let rest = path.strip_prefix("workload.classes[")?;
+    let (index, keys) = rest.split_once(']')?;
+    let index: usize = index.parse().ok()?;
+    let key = keys.rsplit('.').next().filter(|k| !k.is_empty());
+    let mut seen = 0;
+    let mut header = None;
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l == "[[workload.classes]]" {
+            if header.is_some() {
+                break;
+            }
+            if seen == index {
+                header = Some(i + 1);
+            }
+            seen += 1;
+            continue;
+        }
+        if header.is_some() {
+            if l.starts_with('[') && !l.starts_with("[workload.classes.") {
+                break;
+            }
+            if let Some(k) = key
+                && l.starts_with(k)
+                && l[k.len()..].trim_start().starts_with('=')
+            {
+                return Some(i + 1);
+            }
+        }
+    }
+    header
+}
+
 fn find_line(text: &str, path: &str) -> Option<usize> {
+    if let Some(line) = find_class_line(text, path) {
+        return Some(line);
+    }
     let mut parts = path.split('.');
     let first = parts.next()?;
     let key = parts.next(); // inline tables: the line of the key that holds them

@@ -124,11 +124,10 @@ pub(super) fn size(a: Args) -> Result<()> {
         .context("cannot start worker threads")?;
     let start = g.count.0;
     eprintln!(
-        "sizing {} candidate(s) (headroom: {}; SLO: {}; goodput ≥ {:.0}%)",
+        "sizing {} candidate(s) (headroom: {}; SLO: {})",
         candidates.len(),
         headroom_text(&a.headroom),
         slo_text(&target),
-        a.min_goodput * 100.0
     );
     let mut results: Vec<Sized> = pool.install(|| {
         candidates
@@ -261,15 +260,33 @@ fn headroom_text(h: &Headroom) -> String {
     )
 }
 
+/// The targets as text: the whole traffic's (`p95 TTFT ≤ 600 ms, p95 TPOT ≤ 40 ms, goodput ≥ 95%`),
+/// then each class's.
 fn slo_text(t: &Target) -> String {
-    let mut parts = Vec::new();
-    if let Some(v) = t.ttft_p95_ms {
-        parts.push(format!("p95 TTFT ≤ {v:.0} ms"));
+    let latency = |ttft: Option<f64>, tpot: Option<f64>, goodput: f64| {
+        let mut parts = Vec::new();
+        if let Some(v) = ttft {
+            parts.push(format!("p95 TTFT ≤ {v:.0} ms"));
+        }
+        if let Some(v) = tpot {
+            parts.push(format!("p95 TPOT ≤ {v:.0} ms"));
+        }
+        parts.push(format!("goodput ≥ {:.0}%", goodput * 100.0));
+        parts.join(", ")
+    };
+    let fleet = latency(t.ttft_p95_ms, t.tpot_p95_ms, t.min_goodput);
+    if t.classes.is_empty() {
+        return fleet;
     }
-    if let Some(v) = t.tpot_p95_ms {
-        parts.push(format!("p95 TPOT ≤ {v:.0} ms"));
+    let mut parts = vec![format!("all traffic: {fleet}")];
+    for c in &t.classes {
+        parts.push(format!(
+            "class {}: {}",
+            c.name,
+            latency(c.ttft_p95_ms, c.tpot_p95_ms, c.min_goodput)
+        ));
     }
-    parts.join(", ")
+    parts.join("; ")
 }
 
 fn num(v: f64, decimals: usize) -> String {
@@ -292,9 +309,8 @@ fn report(
     let _ = writeln!(o, "# {name} — fleet sizing\n");
     let _ = writeln!(
         o,
-        "SLO: {}, goodput ≥ {:.0}%; headroom: {}.\n",
+        "SLO: {}; headroom: {}.\n",
         slo_text(target),
-        target.min_goodput * 100.0,
         headroom_text(headroom)
     );
     o.push_str("| rank | gpu | tp | policy | workers | GPUs | $/h | $/M output tokens | p95 TTFT ms | p95 TPOT ms | goodput | one fewer | runs | verdict |\n");

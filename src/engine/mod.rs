@@ -217,6 +217,13 @@ impl Simulation {
         sim.horizon = end;
         sim.notes = built.notes;
         sim.collector.set_metrics(s.metrics.clone(), end);
+        sim.collector.set_classes(
+            s.workload
+                .class_list()
+                .iter()
+                .map(|c| (c.name.clone(), c.priority, c.latency_slo(&s.slo)))
+                .collect(),
+        );
         sim.set_faults(plan, s.gateway.clone(), starts);
         sim.set_tiers(s.tiers.clone());
         Ok(sim)
@@ -758,6 +765,7 @@ impl Simulation {
             session_reset: seq.session_reset,
             outcome,
             reason,
+            class: r.class,
         };
         let t = self.prof.start();
         self.collector.on_finished(&record);

@@ -178,6 +178,8 @@ pub struct Collector {
     pub breakdown: Breakdown,
     /// End of the arrival window (recovery is judged within it).
     pub arrivals_end: SimTime,
+    /// Per traffic class, by class index (empty without a mix).
+    pub classes: Vec<super::classes::ClassStats>,
 }
 
 impl Collector {
@@ -215,7 +217,16 @@ impl Collector {
             series: TimeSeries::new(MetricsSpec::default()),
             arrivals_end: SimTime::MAX,
             breakdown: Breakdown::default(),
+            classes: Vec::new(),
         }
+    }
+
+    /// Counts requests per traffic class too: `(name, priority, SLO)` by class index.
+    pub fn set_classes(&mut self, classes: Vec<(String, i32, Slo)>) {
+        self.classes = classes
+            .into_iter()
+            .map(|(name, priority, slo)| super::classes::ClassStats::new(name, priority, slo))
+            .collect();
     }
 
     /// Uses `spec` for the time series and recovery, for a run whose arrivals stop at `arrivals_end`.
@@ -250,6 +261,9 @@ impl Collector {
         self.migrated += u64::from(r.migrations > 0);
         self.sessions_reset += u64::from(r.session_reset);
         self.series.on_finished(r);
+        if let Some(c) = self.classes.get_mut(usize::from(r.class)) {
+            c.on_finished(r);
+        }
         if r.session.is_some() {
             self.session_requests += 1;
             self.sessions_started += u64::from(r.turn == Some(0));

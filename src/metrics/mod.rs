@@ -4,6 +4,7 @@
 //! it does not keep the requests), and the [`summary`] is derived once at the end.
 
 pub mod bench;
+pub mod classes;
 pub mod collector;
 pub mod record;
 pub mod recovery;

@@ -118,4 +118,6 @@ pub struct RequestRecord {
     pub outcome: Outcome,
     /// Why it failed or was rejected.
     pub reason: Option<&'static str>,
+    /// Index of the request's traffic class (0 without a mix); names live with the scenario.
+    pub class: u16,
 }

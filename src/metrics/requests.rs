@@ -142,6 +142,7 @@ mod tests {
             session_reset: false,
             outcome: Outcome::Rejected,
             reason: None,
+            class: 0,
         }
     }
 

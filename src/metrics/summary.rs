@@ -49,6 +49,9 @@ pub struct Summary {
     /// KV offload tiers, in order below the GPU (`host`, `disk`, `shared`); absent when none is set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tiers: Option<Vec<TierSummary>>,
+    /// Per traffic class (`kind = "mix"`), in `[[workload.classes]]` order; absent without a mix.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<super::classes::ClassSummary>,
 }
 
 /// One phase of completed requests' time.
@@ -165,7 +168,7 @@ impl Serialize for Dist {
 
 impl Dist {
     /// `v` with two decimals, or "–" for a distribution of nothing.
-    fn cell(&self, v: f64) -> String {
+    pub(crate) fn cell(&self, v: f64) -> String {
         if self.count == 0 {
             "–".to_string()
         } else {
@@ -173,7 +176,7 @@ impl Dist {
         }
     }
 
-    fn of(l: &Latency) -> Self {
+    pub(crate) fn of(l: &Latency) -> Self {
         let ms = |ns: f64| round(ns / 1e6, 6);
         Dist {
             count: l.count(),
@@ -413,6 +416,11 @@ impl Summary {
             ttft_by_prompt_ms: prompt_groups(&c.breakdown),
             benchmark: None,
             tiers: None,
+            classes: c
+                .classes
+                .iter()
+                .map(|k| super::classes::ClassSummary::of(k, simulated_s))
+                .collect(),
         }
     }
 
@@ -638,6 +646,9 @@ impl Summary {
                         .map_or("not recovered".to_string(), |t| format!("{t:.0}"))
                 );
             }
+        }
+        if !self.classes.is_empty() {
+            o.push_str(&super::classes::markdown(&self.classes));
         }
         o
     }

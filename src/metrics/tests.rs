@@ -39,6 +39,7 @@ pub(super) fn completed(
         session_reset: false,
         outcome: Outcome::Completed,
         reason: None,
+        class: 0,
     }
 }
 

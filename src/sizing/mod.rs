@@ -35,18 +35,61 @@ pub struct Target {
     pub tpot_p95_ms: Option<f64>,
     /// Smallest fraction of arrived requests completed within every SLO.
     pub min_goodput: f64,
+    /// Each traffic class's own targets (`kind = "mix"`), by class index; empty without a mix.
+    pub classes: Vec<ClassTarget>,
+}
+
+/// The SLOs one traffic class must meet, judged on its own requests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassTarget {
+    pub name: String,
+    /// p95 time to first token of the class's requests, ms.
+    pub ttft_p95_ms: Option<f64>,
+    /// p95 time per output token of the class's requests, ms.
+    pub tpot_p95_ms: Option<f64>,
+    /// Smallest fraction of the class's requests completed within the class's SLO.
+    pub min_goodput: f64,
 }
 
 impl Target {
     /// The scenario's `[slo]` as p95 targets, with a goodput floor.
+    /// A traffic mix's classes each add their own targets: the class's `slo` (its goodput floor
+    /// defaulting to `min_goodput`), or the scenario's `[slo]` for a class without one.
     pub fn from_scenario(s: &Scenario, min_goodput: f64) -> Result<Target, String> {
-        if s.slo.ttft.is_none() && s.slo.tpot.is_none() {
-            return Err("[slo]: size needs at least one of ttft and tpot".into());
+        let classes: Vec<ClassTarget> = s
+            .workload
+            .class_list()
+            .iter()
+            .map(|c| {
+                let slo = c.latency_slo(&s.slo);
+                ClassTarget {
+                    name: c.name.clone(),
+                    ttft_p95_ms: slo.ttft.map(|d| d.as_millis_f64()),
+                    tpot_p95_ms: slo.tpot.map(|d| d.as_millis_f64()),
+                    min_goodput: c
+                        .slo
+                        .as_ref()
+                        .and_then(|k| k.goodput)
+                        .map_or(min_goodput, |g| g.0),
+                }
+            })
+            .collect();
+        let class_latency = classes
+            .iter()
+            .any(|c| c.ttft_p95_ms.is_some() || c.tpot_p95_ms.is_some());
+        if s.slo.ttft.is_none() && s.slo.tpot.is_none() && !class_latency {
+            return Err(if classes.is_empty() {
+                "[slo]: size needs at least one of ttft and tpot".into()
+            } else {
+                "[slo]: size needs at least one of ttft and tpot, in [slo] or in a class's slo"
+                    .into()
+            });
         }
         Ok(Target {
             ttft_p95_ms: s.slo.ttft.map(|d| d.as_millis_f64()),
             tpot_p95_ms: s.slo.tpot.map(|d| d.as_millis_f64()),
             min_goodput,
+            classes,
         })
     }
 }
@@ -60,6 +103,8 @@ pub struct Miss {
     pub limit: f64,
     /// Which case: `no fault` or `crash of 1 at 2m30s`.
     pub case: String,
+    /// The traffic class that misses it; `None` for the whole fleet's traffic.
+    pub class: Option<String>,
 }
 
 impl Miss {
@@ -75,6 +120,9 @@ impl Miss {
 
 impl std::fmt::Display for Miss {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        if let Some(c) = &self.class {
+            write!(f, "class {c}: ")?;
+        }
         if self.slo == "goodput" {
             write!(
                 f,
@@ -237,6 +285,7 @@ pub fn evaluate(
                 value: 0.0,
                 limit: target.min_goodput,
                 case: format!("losing {lost} of {n} workers leaves none"),
+                class: None,
             }),
             ttft_p95_ms: f64::NAN,
             tpot_p95_ms: f64::NAN,
@@ -276,10 +325,13 @@ pub fn evaluate(
     })
 }
 
-/// Every SLO one run misses.
+/// Every SLO one run misses: the fleet's, then each class's against its own targets.
 fn misses(s: &crate::metrics::summary::Summary, t: &Target, case: &str) -> Vec<Miss> {
     let mut out = Vec::new();
-    let mut check = |slo: &'static str, d: &crate::metrics::summary::Dist, limit: Option<f64>| {
+    let mut check = |class: Option<&str>,
+                     slo: &'static str,
+                     d: &crate::metrics::summary::Dist,
+                     limit: Option<f64>| {
         if let Some(limit) = limit {
             let value = if d.count > 0 { d.p95 } else { f64::INFINITY };
             if value > limit {
@@ -288,19 +340,36 @@ fn misses(s: &crate::metrics::summary::Summary, t: &Target, case: &str) -> Vec<M
                     value,
                     limit,
                     case: case.to_string(),
+                    class: class.map(str::to_string),
                 });
             }
         }
     };
-    check("p95 TTFT", &s.ttft_ms, t.ttft_p95_ms);
-    check("p95 TPOT", &s.tpot_ms, t.tpot_p95_ms);
+    check(None, "p95 TTFT", &s.ttft_ms, t.ttft_p95_ms);
+    check(None, "p95 TPOT", &s.tpot_ms, t.tpot_p95_ms);
+    for (ct, cs) in t.classes.iter().zip(&s.classes) {
+        check(Some(&ct.name), "p95 TTFT", &cs.ttft_ms, ct.ttft_p95_ms);
+        check(Some(&ct.name), "p95 TPOT", &cs.tpot_ms, ct.tpot_p95_ms);
+    }
     if s.goodput.fraction < t.min_goodput {
         out.push(Miss {
             slo: "goodput",
             value: s.goodput.fraction,
             limit: t.min_goodput,
             case: case.to_string(),
+            class: None,
         });
+    }
+    for (ct, cs) in t.classes.iter().zip(&s.classes) {
+        if cs.goodput < ct.min_goodput {
+            out.push(Miss {
+                slo: "goodput",
+                value: cs.goodput,
+                limit: ct.min_goodput,
+                case: case.to_string(),
+                class: Some(ct.name.clone()),
+            });
+        }
     }
     out
 }

@@ -86,6 +86,7 @@ mod tests {
                 value: 2.0,
                 limit: 1.0,
                 case: "no fault".into(),
+                class: None,
             }),
             ttft_p95_ms: 0.0,
             tpot_p95_ms: 0.0,

@@ -8,6 +8,11 @@
 //! token at the end of every step that brings its KV up to date, so its first token comes at the end
 //! of the step that completes its prefill, and it completes with its last token.
 //!
+//! Requests of a traffic mix carry priorities (lower first): the waiting queue is then ordered by
+//! priority, FCFS within one, and the victim of a preemption is the most recently admitted sequence of
+//! the lowest priority, as with vLLM's `--scheduling-policy priority`. With one priority throughout
+//! (every scenario without a mix) both rules reduce exactly to the FCFS ones above.
+//!
 //! The worker never schedules events itself: [`Worker::start_step`] returns the step's duration and the
 //! engine calls [`Worker::finish_step`] when that time has passed.
 
@@ -225,8 +230,31 @@ impl Worker {
     }
 
     /// Queues a routed request for admission.
+    ///
+    /// The queue is ordered by priority (lower first), first come first served within a priority: the
+    /// new sequence goes behind every waiting one of its priority or a higher one. With one priority
+    /// throughout (no traffic mix) this is plain FCFS.
     pub fn enqueue(&mut self, seq: Sequence) {
-        self.waiting.push_back(seq);
+        let p = seq.request.priority;
+        let mut at = self.waiting.len();
+        while at > 0 && self.waiting[at - 1].request.priority > p {
+            at -= 1;
+        }
+        self.waiting.insert(at, seq);
+    }
+
+    /// The running sequence to preempt when blocks run out: the most recently admitted of the lowest
+    /// priority (the largest value). With one priority throughout this is the last admitted, as in
+    /// vLLM's FCFS scheduler; with several, vLLM's priority scheduler likewise preempts the lowest
+    /// priority first (it breaks ties by arrival time, fleetsim by admission order).
+    fn preemption_victim(&self) -> usize {
+        let mut victim = self.running.len() - 1;
+        for j in (0..victim).rev() {
+            if self.running[j].request.priority > self.running[victim].request.priority {
+                victim = j;
+            }
+        }
+        victim
     }
 
     /// Builds the next batch and returns how long it takes, or `None` if there is nothing to do.
@@ -251,13 +279,31 @@ impl Worker {
                     self.running[i].blocks.push(b);
                     continue;
                 }
-                // Out of blocks: preempt the most recently admitted sequence, possibly this one.
-                let victim = self.running.len() - 1;
+                // Out of blocks: preempt the most recently admitted sequence of the lowest priority,
+                // possibly this one.
+                let victim = self.preemption_victim();
                 self.preempt(victim);
                 preempted = true;
                 if victim == i {
                     scheduled = false;
                     break;
+                }
+                if victim < i {
+                    // A higher-priority sequence took the blocks of one already in this batch: take
+                    // its tokens back out (vLLM's priority scheduler does the same).
+                    let pos = self
+                        .batch
+                        .iter()
+                        .position(|&(idx, _)| idx == victim)
+                        .expect("every running sequence before `i` is in the batch");
+                    let (_, n_victim) = self.batch.remove(pos);
+                    budget += n_victim;
+                    for entry in &mut self.batch {
+                        if entry.0 > victim {
+                            entry.0 -= 1;
+                        }
+                    }
+                    i -= 1;
                 }
             }
             if !scheduled {
@@ -564,7 +610,7 @@ impl Worker {
             if let Some(b) = self.pool.allocate() {
                 self.reserved.push(b);
             } else if !self.running.is_empty() {
-                self.preempt(self.running.len() - 1);
+                self.preempt(self.preemption_victim());
                 preempted = true;
             } else {
                 break; // what is left is taken as blocks free up
@@ -573,9 +619,9 @@ impl Worker {
         preempted
     }
 
-    /// Preempts `running[idx]` (always the last): frees its blocks and puts it at the head of the queue.
+    /// Preempts `running[idx]` (the last, unless priorities differ): frees its blocks and puts it at the
+    /// head of the queue among the waiting sequences of its priority.
     fn preempt(&mut self, idx: usize) {
-        debug_assert_eq!(idx, self.running.len() - 1);
         let mut seq = self.running.remove(idx);
         self.pool.release(&seq.blocks);
         seq.blocks.clear();
@@ -583,7 +629,13 @@ impl Worker {
         seq.computed = 0;
         seq.preemptions += 1;
         self.preemptions += 1;
-        self.waiting.push_front(seq);
+        let p = seq.request.priority;
+        let at = self
+            .waiting
+            .iter()
+            .position(|w| w.request.priority >= p)
+            .unwrap_or(self.waiting.len());
+        self.waiting.insert(at, seq);
     }
 }
 

@@ -366,3 +366,46 @@ fn the_activation_reserve_is_the_runtime_plus_a_full_steps_activations_and_logit
     let tp2 = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, 2, Precision::Bf16);
     assert_eq!(activation_reserve_bytes(&tp2, &params), 1_574_174_720.0);
 }
+
+/// `request` with scheduling priority `p` (lower is served first).
+fn with_priority(mut r: Request, p: i32) -> Request {
+    r.priority = p;
+    r
+}
+
+#[test]
+fn the_waiting_queue_is_ordered_by_priority_then_first_come_first_served() {
+    let mut h = Harness::new(worker(50, 64));
+    h.enqueue(with_priority(request(1, &[(1, 4)], 2), 1), 0);
+    h.enqueue(with_priority(request(2, &[(2, 4)], 2), 0), 0);
+    h.enqueue(with_priority(request(3, &[(3, 4)], 2), 1), 0);
+    h.enqueue(with_priority(request(4, &[(4, 4)], 2), 0), 0);
+    h.enqueue(with_priority(request(5, &[(5, 4)], 2), -1), 0);
+    // Priority -1 first, then the two 0s in arrival order, then the two 1s in arrival order.
+    assert_eq!(h.waiting_ids(), vec![5, 2, 4, 1, 3]);
+}
+
+/// Pool of 5 blocks of 4 tokens. Step 1: L (8 tokens) is admitted alone and computes them (2 blocks).
+/// Then H (8 other tokens) arrives. Step 2: L needs a 3rd block for its 9th token (2 left free), H is
+/// admitted with 2 blocks: none free. Step 3: L's 10th token fits in its 3rd block, but H needs a 3rd
+/// block for its 9th token: someone is preempted. Returns (batch of step 3, running, waiting).
+fn priority_preemption(low: i32, high: i32) -> (Vec<(u64, u32)>, Vec<u64>, Vec<u64>) {
+    let mut h = Harness::new(worker(5, 64));
+    h.enqueue(with_priority(request(1, &[(10, 8)], 10), low), 0);
+    assert_eq!(h.step().0, [(1, 8)]);
+    h.enqueue(with_priority(request(2, &[(30, 8)], 10), high), 0);
+    assert_eq!(h.step().0, [(1, 1), (2, 8)]);
+    assert_eq!(h.w.pool.free(), 0);
+    let batch = h.start();
+    assert_eq!(h.w.preemptions, 1);
+    (batch, h.running_ids(), h.waiting_ids())
+}
+
+#[test]
+fn preemption_takes_the_lowest_priority_even_when_it_was_admitted_first() {
+    // Equal priorities: vLLM's FCFS rule, the last admitted (H) gives way and L decodes its 10th token.
+    assert_eq!(priority_preemption(0, 0), (vec![(1, 1)], vec![1], vec![2]));
+    // L has the lower priority (larger value): it gives way although admitted first, its token is taken
+    // back out of the batch being built, and H decodes its 9th token in one of L's freed blocks.
+    assert_eq!(priority_preemption(1, 0), (vec![(2, 1)], vec![2], vec![1]));
+}

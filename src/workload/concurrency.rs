@@ -241,6 +241,7 @@ mod tests {
             session_reset: false,
             outcome,
             reason: None,
+            class: 0,
         }
     }
 

@@ -10,11 +10,13 @@
 //! - [`trace`]: trace readers (Mooncake, Azure, BurstGPT, Vidur, fleetsim's own) and replay.
 //! - [`concurrency`]: a benchmark's closed loop, through the [`frontend`] (client dispatch, API server,
 //!   warm-up), measured as the client does ([`crate::metrics::bench`]).
+//! - [`mix`]: several classes of traffic, each with its own priority and SLO, merged into one stream.
 //! - [`spec`]: the scenario's `[workload]` table and the factory that builds one of the above.
 
 pub mod concurrency;
 pub mod dist;
 pub mod frontend;
+pub mod mix;
 pub mod rate_curve;
 pub mod sessions;
 pub mod spec;
@@ -28,6 +30,7 @@ use crate::time::SimTime;
 
 pub use concurrency::ClosedLoop;
 pub use frontend::FrontendSpec;
+pub use mix::{ClassSlo, ClassSpec};
 pub use sessions::{SessionConfig, SessionMode, Sessions};
 pub use spec::{BuiltWorkload, ClosedLoopConfig, WorkloadKind, WorkloadSpec};
 pub use synthetic::{OpenLoop, OpenLoopConfig, RequestSampler, SharedPrefix};

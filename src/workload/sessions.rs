@@ -555,6 +555,7 @@ mod tests {
             session_reset: false,
             outcome,
             reason: None,
+            class: 0,
         }
     }
 

@@ -38,6 +38,8 @@ pub enum WorkloadKind {
     /// Closed loop: `clients` clients, each sending its next request when its previous one finishes
     /// ([`super::concurrency`]).
     Concurrency,
+    /// Several classes of traffic, each a workload of its own with a priority and SLO ([`super::mix`]).
+    Mix,
 }
 
 impl WorkloadKind {
@@ -48,6 +50,7 @@ impl WorkloadKind {
             WorkloadKind::Sessions => "sessions",
             WorkloadKind::Trace => "trace",
             WorkloadKind::Concurrency => "concurrency",
+            WorkloadKind::Mix => "mix",
         }
     }
 
@@ -89,6 +92,7 @@ impl WorkloadKind {
                 "start",
                 "skip_bad_lines",
             ],
+            WorkloadKind::Mix => &["classes"],
         }
     }
 }
@@ -184,6 +188,10 @@ pub struct WorkloadSpec {
     #[serde(default)]
     pub skip_bad_lines: Option<bool>,
 
+    /// The classes of a traffic mix (`mix`), in `[[workload.classes]]` order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classes: Option<Vec<super::mix::ClassSpec>>,
+
     /// Directory that relative paths are relative to: the scenario file's (set when it is loaded).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -215,7 +223,7 @@ fn at(key: &str, message: impl Into<String>) -> Field {
 
 impl WorkloadSpec {
     /// Which keys are present, by name.
-    fn present(&self) -> [(&'static str, bool); 26] {
+    fn present(&self) -> [(&'static str, bool); 27] {
         [
             ("clients", self.clients.is_some()),
             ("requests", self.requests.is_some()),
@@ -243,6 +251,7 @@ impl WorkloadSpec {
             ("start", self.start.is_some()),
             ("skip_bad_lines", self.skip_bad_lines.is_some()),
             ("frontend", self.frontend.is_some()),
+            ("classes", self.classes.is_some()),
         ]
     }
 
@@ -407,6 +416,19 @@ impl WorkloadSpec {
             WorkloadKind::Sessions => self.sessions().map(|_| ()),
             WorkloadKind::Trace => self.trace(0).map(|_| ()),
             WorkloadKind::Concurrency => self.closed_loop().map(|_| ()),
+            WorkloadKind::Mix => super::mix::validate(
+                self.classes
+                    .as_deref()
+                    .ok_or_else(|| self.missing("classes"))?,
+            ),
+        }
+    }
+
+    /// The classes of a mix; empty for any other kind (one implicit class).
+    pub fn class_list(&self) -> &[super::mix::ClassSpec] {
+        match (self.kind, &self.classes) {
+            (WorkloadKind::Mix, Some(c)) => c,
+            _ => &[],
         }
     }
 
@@ -462,6 +484,9 @@ impl WorkloadSpec {
                 let rows = RowStream::open(&path, &options).map_err(|e| e.to_string())?;
                 (Box::new(Replay::new(rows, end, max_requests)), notes)
             }
+            WorkloadKind::Mix => {
+                return super::mix::Mix::build(self.class_list(), seed, end, max_requests);
+            }
         };
         Ok(BuiltWorkload { workload, notes })
     }
@@ -494,6 +519,11 @@ impl WorkloadSpec {
             WorkloadKind::Concurrency => {
                 return Err(
                     "workload.kind: a closed loop's arrivals depend on the simulated completions, so there is nothing to write without simulating".into(),
+                );
+            }
+            WorkloadKind::Mix => {
+                return Err(
+                    "workload.kind: trace files have no class column, so a mix cannot be written as one; write each class's traffic on its own (a scenario with that class's table as [workload])".into(),
                 );
             }
             WorkloadKind::Trace => {

@@ -11,6 +11,7 @@ mod fast_path;
 mod faults;
 mod golden;
 mod invariants;
+mod mix;
 mod prefix_cache;
 mod profiles;
 mod queueing;

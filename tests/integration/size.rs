@@ -102,3 +102,50 @@ fn a_throughput_bound_load_needs_ceil_lambda_over_mu_max_workers() {
     let n = h["candidates"][0]["workers"].as_u64().unwrap();
     assert!(n >= 4, "{h:#}");
 }
+
+/// `size` with `--headroom-domain rack --domain-size 2` on `scenario(rate)`: the size.json value.
+fn size_domain(t: &TempDir, rate: f64) -> serde_json::Value {
+    let path = t.path("s-domain.toml");
+    std::fs::write(&path, scenario(rate)).unwrap();
+    let out = t.path("out-domain");
+    Command::cargo_bin("fleetsim")
+        .unwrap()
+        .args([
+            "size",
+            path.to_str().unwrap(),
+            "--headroom-domain",
+            "rack",
+            "--domain-size",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    serde_json::from_str(&std::fs::read_to_string(out.join("size.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn losing_a_rack_needs_the_load_carried_by_the_workers_outside_it() {
+    let t = TempDir::new("size-domain");
+    // As above, λ = 2.5 μ_max needs 3 workers. With racks of 2 and rack-0 lost for good as early as 25%
+    // of the window, the n − 2 workers outside it must carry λ for the remaining 90 s: n − 2 ≥ 3, so
+    // n ≥ 5. Every count below that was run and failed, and the answer's predecessor was verified.
+    let mu = mu_max();
+    let v = size_domain(&t, 2.5 * mu);
+    let c = &v["candidates"][0];
+    let n = c["workers"].as_u64().unwrap();
+    assert!(n >= 5, "μ_max = {mu:.2}/s: {c:#}");
+    let fewer = c["one_fewer_fails"].as_str().unwrap();
+    assert!(
+        fewer.contains("rack-0 lost"),
+        "the rack loss is what fails: {fewer}"
+    );
+    let tried = c["tried"].as_array().unwrap();
+    assert!(
+        tried
+            .iter()
+            .any(|e| e["workers"] == n - 1 && e["feasible"] == false),
+        "{c:#}"
+    );
+}
