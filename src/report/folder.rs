@@ -177,12 +177,26 @@ pub fn read(dir: &Path) -> Result<SavedRun, FolderError> {
     let width_ns = spec.window.0.max(1);
     let mut ttft = Latency::default();
     let mut windows: Vec<(LogHist, u64, u64)> = Vec::new();
-    for i in 0..rows.arrival_ns.len() {
-        let Some(t) = rows.ttft_ns[i] else { continue };
-        let (Ok(t), Ok(arrival)) = (u64::try_from(t), u64::try_from(rows.arrival_ns[i])) else {
+    let tokens = rows.prompt_tokens.iter().zip(&rows.cached_tokens);
+    for (i, ((arrival, ttft_ns), (prompt, cached))) in rows
+        .arrival_ns
+        .iter()
+        .zip(&rows.ttft_ns)
+        .zip(tokens)
+        .enumerate()
+    {
+        let Some(t) = *ttft_ns else { continue };
+        let (Ok(t), Ok(arrival), Ok(prompt), Ok(cached)) = (
+            u64::try_from(t),
+            u64::try_from(*arrival),
+            u64::try_from(*prompt),
+            u64::try_from(*cached),
+        ) else {
             return Err(FolderError::Parquet(
                 parquet_name.clone(),
-                format!("row {i}: negative `ttft_ns` or `arrival_ns`"),
+                format!(
+                    "row {i}: negative `ttft_ns`, `arrival_ns`, `prompt_tokens` or `cached_tokens`"
+                ),
             ));
         };
         ttft.record(t);
@@ -192,8 +206,8 @@ pub fn read(dir: &Path) -> Result<SavedRun, FolderError> {
         }
         let win = &mut windows[w];
         win.0.record(t);
-        win.1 += rows.prompt_tokens[i].max(0) as u64;
-        win.2 += rows.cached_tokens[i].max(0) as u64;
+        win.1 += prompt;
+        win.2 += cached;
     }
     let ms = |ns: f64| round(ns / 1e6, 6);
     if ttft.count() != summary.ttft_ms.count
