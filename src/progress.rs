@@ -45,6 +45,7 @@ impl Bars {
             .expect("valid template"),
         );
         bar.set_prefix(label.to_string());
+        bar.set_message("starting");
         RunBar {
             bar,
             started: Instant::now(),
