@@ -12,7 +12,7 @@ use std::fmt::Write;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::engine::{RunOutput, Simulation};
+use crate::engine::{RunOutput, RunProgress, Simulation};
 use crate::metrics::Summary;
 use crate::metrics::requests::RequestSink;
 use crate::metrics::summary::round;
@@ -144,12 +144,12 @@ pub type SinkFor<'a> =
     dyn Fn(&Contender) -> Result<Option<Box<dyn RequestSink>>, String> + Sync + 'a;
 
 /// [`run_all`], with each run's own wall time in seconds (for its `run_info.json`), each run streaming
-/// its requests to `sink(contender)` and reporting `progress(index, fraction of its arrival window)`.
+/// its requests to `sink(contender)` and reporting `progress(index, where it stands)`.
 pub fn run_all_timed(
     scenario: &Scenario,
     contenders: &[Contender],
     sink: &SinkFor,
-    progress: &(dyn Fn(usize, f64) + Sync),
+    progress: &(dyn Fn(usize, &RunProgress) + Sync),
 ) -> Result<Vec<(RunOutput, f64)>, String> {
     contenders
         .par_iter()
@@ -163,7 +163,7 @@ pub fn run_all_timed(
             if let Some(sink) = sink(c)? {
                 sim.stream_requests(sink);
             }
-            let out = sim.try_run(&mut |f| progress(i, f))?;
+            let out = sim.try_run(&mut |p| progress(i, p))?;
             Ok((out, started.elapsed().as_secs_f64()))
         })
         .collect()

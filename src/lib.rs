@@ -49,6 +49,7 @@ pub mod hardware;
 pub mod limits;
 pub mod metrics;
 pub mod output;
+pub mod progress;
 pub mod report;
 pub mod request;
 pub mod rng;

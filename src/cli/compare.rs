@@ -2,13 +2,12 @@
 
 use std::path::Path;
 
-use std::io::IsTerminal;
-
 use anyhow::{Context, Result};
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::compare;
+use crate::engine::RunProgress;
 use crate::output;
+use crate::progress::Bars;
 use crate::report::{self, ResultsDir, plots};
 
 // One argument per command-line flag of `compare`, passed through as parsed.
@@ -82,30 +81,17 @@ pub(super) fn compare(
         .build()
         .context("cannot start worker threads")?;
     // One bar per run, on stderr, only on a terminal and without --quiet.
-    let bars = MultiProgress::with_draw_target(if quiet || !std::io::stderr().is_terminal() {
-        ProgressDrawTarget::hidden()
-    } else {
-        ProgressDrawTarget::stderr()
-    });
-    let style = ProgressStyle::with_template(
-        "{prefix:>24} [{bar:30}] {percent:>3}% of the arrival window ({elapsed}, ETA {eta})",
-    )
-    .expect("valid template");
-    let per_run: Vec<ProgressBar> = contenders
+    let bars = Bars::new(quiet);
+    let per_run: Vec<_> = contenders
         .iter()
-        .map(|c| {
-            let b = bars.add(ProgressBar::new(1000));
-            b.set_style(style.clone());
-            b.set_prefix(c.label.clone());
-            b
-        })
+        .map(|c| bars.simulation(&c.label))
         .collect();
-    let progress = |i: usize, f: f64| per_run[i].set_position((f * 1000.0) as u64);
+    let progress = |i: usize, p: &RunProgress| per_run[i].update(p);
     let timed = pool
         .install(|| compare::run_all_timed(&scenario, &contenders, &sink, &progress))
         .map_err(anyhow::Error::msg)?;
     for b in &per_run {
-        b.finish_and_clear();
+        b.finish();
     }
     let (outputs, walls): (Vec<_>, Vec<_>) = timed.into_iter().unzip();
     let cmp = compare::Comparison::new(&scenario, &contenders, &outputs);

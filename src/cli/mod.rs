@@ -1,4 +1,4 @@
-//! The command line: `run`, `compare`, `sweep`, `merge`, `size`, `validate`, `estimate`, `calibrate`, `catalog`,
+//! The command line: `run`, `compare`, `sweep`, `merge`, `size`, `validate`, `report`, `estimate`, `calibrate`, `catalog`,
 //! `trace gen|stats|convert`.
 //!
 //! This module holds the argument definitions and the dispatch; each command's code is in its own file.
@@ -8,6 +8,7 @@ mod catalog;
 mod compare;
 mod estimate;
 mod merge;
+mod report;
 mod run;
 mod size;
 mod sweep;
@@ -135,6 +136,9 @@ pub enum Command {
         /// Stop with an error after this many points (tests use it to interrupt a sweep).
         #[arg(long, hide = true)]
         stop_after: Option<usize>,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Combine the shard directories of one sweep (`fleetsim sweep --shard I/N`) into its final files.
     Merge {
@@ -187,6 +191,9 @@ pub enum Command {
         /// Run even if the scenario exceeds the size limits (docs/limits.md).
         #[arg(long)]
         force: bool,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Check a scenario file, including the size limits; exit non-zero with a clear error if it is invalid.
     Validate {
@@ -196,6 +203,16 @@ pub enum Command {
         /// Report the size limits the scenario exceeds as notes instead of errors.
         #[arg(long)]
         force: bool,
+    },
+    /// Rebuild a results folder's plots and report.html from its summary.json and requests.parquet, or
+    /// compare several folders (runs from different days or machines) on one page.
+    Report {
+        /// Results folders written by `run --out` (or one policy's folder of `compare --out`).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Where to write the page and plots (default with one folder: that folder; required with several).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// List the GPUs, models, precisions, calibrated profiles and routing policies fleetsim knows.
     Catalog,
@@ -468,6 +485,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             threads,
             force,
             stop_after,
+            quiet,
         } => sweep::sweep(sweep::Args {
             scenario: &scenario,
             grid: &grid,
@@ -479,6 +497,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             threads: threads.map(usize::from),
             force,
             stop_after,
+            quiet,
         }),
         Command::Merge { shards, out } => merge::merge(&out, &shards),
         Command::Size {
@@ -495,6 +514,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             out,
             threads,
             force,
+            quiet,
         } => size::size(size::Args {
             scenario: &scenario,
             set: &set,
@@ -510,12 +530,14 @@ pub fn main_with(cli: Cli) -> Result<()> {
             out: out.as_deref(),
             threads: threads.map(usize::from),
             force,
+            quiet,
         }),
         Command::Validate {
             scenario,
             set,
             force,
         } => validate::validate(&scenario, &set, force),
+        Command::Report { dirs, out } => report::report(&dirs, out.as_deref()),
         Command::Catalog => {
             print!("{}", catalog());
             Ok(())

@@ -1,14 +1,13 @@
 //! `fleetsim run`: one simulation, its summary, and optionally its output files.
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::engine::Simulation;
 use crate::output;
+use crate::progress::Bars;
 use crate::report::{self, ResultsDir};
 
 /// How `run` runs the simulation.
@@ -46,23 +45,13 @@ pub(super) fn run(
     for note in sim.notes() {
         eprintln!("note: {note}");
     }
-    let bar = if quiet || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::new(1000);
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} simulating [{bar:40}] {percent}% of the arrival window ({elapsed}, ETA {eta})",
-            )
-            .expect("valid template"),
-        );
-        b
-    };
+    let bars = Bars::new(quiet);
+    let bar = bars.simulation("simulating");
     let simulating = Instant::now();
     let output = sim
-        .try_run(&mut |f| bar.set_position((f * 1000.0) as u64))
+        .try_run(&mut |p| bar.update(p))
         .map_err(anyhow::Error::msg)?;
-    bar.finish_and_clear();
+    bar.finish();
     let simulated = simulating.elapsed();
     let wall = started.elapsed();
     if json {

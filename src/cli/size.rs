@@ -24,6 +24,7 @@ pub(super) struct Args<'a> {
     pub out: Option<&'a Path>,
     pub threads: Option<usize>,
     pub force: bool,
+    pub quiet: bool,
 }
 
 /// One candidate's answer.
@@ -129,14 +130,21 @@ pub(super) fn size(a: Args) -> Result<()> {
         headroom_text(&a.headroom),
         slo_text(&target),
     );
+    let bars = crate::progress::Bars::new(a.quiet);
+    let bar = bars.counter("candidates sized", candidates.len() as u64);
+    let counts_tried = std::sync::atomic::AtomicU64::new(0);
     let mut results: Vec<Sized> = pool.install(|| {
         candidates
             .par_iter()
             .map(|(c, usd)| {
                 let mut tried = Tried::new();
                 let outcome = smallest(start, a.max_workers, &mut tried, |n| {
-                    evaluate(&base, c, n, &a.headroom, &target)
+                    let e = evaluate(&base, c, n, &a.headroom, &target);
+                    let k = counts_tried.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    bar.set_message(format!("{k} worker counts tried"));
+                    e
                 });
+                bar.inc(1);
                 Sized {
                     c: c.clone(),
                     usd_per_gpu_hour: *usd,
@@ -146,6 +154,7 @@ pub(super) fn size(a: Args) -> Result<()> {
             })
             .collect()
     });
+    bar.finish_and_clear();
     for r in &results {
         if let Err(e) = &r.outcome {
             bail!(

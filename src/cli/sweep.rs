@@ -22,6 +22,7 @@ pub(super) struct Args<'a> {
     pub threads: Option<usize>,
     pub force: bool,
     pub stop_after: Option<usize>,
+    pub quiet: bool,
 }
 
 pub(super) fn sweep(a: Args) -> Result<()> {
@@ -106,6 +107,8 @@ pub(super) fn sweep(a: Args) -> Result<()> {
         skipped,
         todo.len()
     );
+    let bars = crate::progress::Bars::new(a.quiet);
+    let bar = bars.counter("points", todo.len() as u64);
     pool.install(|| {
         todo.par_iter()
             .try_for_each(|(p, overrides, s)| -> Result<()> {
@@ -113,9 +116,12 @@ pub(super) fn sweep(a: Args) -> Result<()> {
                     .map_err(anyhow::Error::msg)
                     .with_context(|| format!("point {p} ({})", overrides.join(" ")))?;
                 store::write_point(a.out, &r)?;
+                bar.set_message(format!("last: {}", overrides.join(" ")));
+                bar.inc(1);
                 Ok(())
             })
     })?;
+    bar.finish_and_clear();
     if stopped {
         bail!(
             "stopped after {} point(s) as asked (--stop-after)",

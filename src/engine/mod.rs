@@ -26,10 +26,11 @@ use rustc_hash::FxHashSet;
 use crate::faults::{FaultPlan, PlannedFault, Symptom, Targets};
 use crate::gateway::{Gateway, GatewaySpec, SessionState};
 use crate::hardware::PerfModel;
+use crate::hardware::power::PowerModel;
 use crate::metrics::bench::BenchReport;
 use crate::metrics::record::{Outcome, RequestRecord};
 use crate::metrics::requests::{RequestLog, RequestSink};
-use crate::metrics::summary::{RouterSummary, WorkerSummary, round};
+use crate::metrics::summary::{EnergySummary, RouterSummary, WorkerSummary, round};
 use crate::metrics::{Collector, Summary};
 use crate::request::{Request, RequestId};
 use crate::routing::router::DecisionRecord;
@@ -342,19 +343,30 @@ impl Simulation {
         &self.notes
     }
 
-    /// Runs to the end: every arrival routed, every request finished. `progress` gets the fraction of the
-    /// arrival window simulated, now and then.
+    /// Where the run stands, with `fraction` of the arrival window simulated.
+    fn progress_at(&self, fraction: f64) -> RunProgress {
+        RunProgress {
+            fraction,
+            simulated_s: self.now.as_secs_f64(),
+            requests_done: self.collector.finished(),
+            requests_arrived: self.collector.arrived,
+            events: self.events,
+        }
+    }
+
+    /// Runs to the end: every arrival routed, every request finished. `progress` gets where the run
+    /// stands ([`RunProgress`]), now and then.
     ///
     /// Panics if the workload stopped early on an error, which only a trace that changed on disk after
     /// it was checked can do; [`Simulation::try_run`] returns that as an error.
-    pub fn run(self, progress: &mut dyn FnMut(f64)) -> RunOutput {
+    pub fn run(self, progress: &mut dyn FnMut(&RunProgress)) -> RunOutput {
         self.try_run(progress)
             .unwrap_or_else(|e| panic!("the workload failed during the run: {e}"))
     }
 
     /// [`Simulation::run`], with a workload that stopped early on an error (a trace file that changed
     /// after it was checked) returned as that error.
-    pub fn try_run(mut self, progress: &mut dyn FnMut(f64)) -> Result<RunOutput, String> {
+    pub fn try_run(mut self, progress: &mut dyn FnMut(&RunProgress)) -> Result<RunOutput, String> {
         self.pull_arrival();
         self.schedule_faults();
         while let Some((t, class, event)) = self.queue.pop_with_class() {
@@ -374,7 +386,9 @@ impl Simulation {
             self.now = t;
             self.events += 1;
             if self.events.is_multiple_of(65_536) && self.horizon > SimTime::ZERO {
-                progress((t.as_secs_f64() / self.horizon.as_secs_f64()).min(1.0));
+                progress(
+                    &self.progress_at((t.as_secs_f64() / self.horizon.as_secs_f64()).min(1.0)),
+                );
             }
             match event {
                 Event::Arrival { request, streamed } => {
@@ -418,7 +432,7 @@ impl Simulation {
         if let Err(e) = self.check_pools_at_end() {
             panic!("KV memory not conserved at the end of the run: {e}");
         }
-        progress(1.0);
+        progress(&self.progress_at(1.0));
         if let Some(e) = self.workload.take_error() {
             return Err(e);
         }
@@ -710,6 +724,10 @@ impl Simulation {
         );
         let t = self.prof.start();
         let started = self.workers[w].start_step(self.now);
+        let pool = &self.workers[w].pool;
+        self.collector
+            .series
+            .on_kv(w, self.now, pool.used(), pool.total());
         self.write_down(w);
         if let Some(dt) = started {
             let end = self.plan_steady_run(w, self.now + dt);
@@ -792,7 +810,7 @@ impl Simulation {
         }
     }
 
-    fn into_output(self) -> RunOutput {
+    fn into_output(mut self) -> RunOutput {
         let end = self.now.as_secs_f64();
         let completed = self.collector.completed.max(1) as f64;
         let workers = self
@@ -821,6 +839,7 @@ impl Simulation {
                 ),
                 preemptions: w.preemptions,
                 evictions: w.pool.evictions(),
+                energy_j: round(worker_energy_j(w, end), 3),
             })
             .collect();
         let router = RouterSummary {
@@ -840,6 +859,18 @@ impl Simulation {
         let bench = self.workload.bench_report();
         summary.benchmark = bench.clone();
         summary.tiers = self.tier_summary();
+        summary.energy = Some(EnergySummary::of(
+            self.workers.iter().map(|w| worker_energy_j(w, end)).sum(),
+            self.workers.iter().map(|w| u64::from(w.perf.tp)).sum(),
+            self.workers
+                .iter()
+                .all(|w| PowerModel::of(w.perf.gpu).validated),
+            end,
+            self.collector.completed,
+            self.collector.output_tokens,
+        ));
+        let workers = self.workers.len();
+        self.collector.series.close_kv(self.now, workers);
         RunOutput {
             summary,
             bench,
@@ -850,6 +881,31 @@ impl Simulation {
             bulk_steps: self.bulk_steps,
         }
     }
+}
+
+/// Where a running simulation stands, for progress bars.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunProgress {
+    /// Share of the arrival window simulated, in [0, 1].
+    pub fraction: f64,
+    /// Simulated time, s.
+    pub simulated_s: f64,
+    /// Requests finished (completed, failed or rejected) and arrived so far.
+    pub requests_done: u64,
+    pub requests_arrived: u64,
+    /// Events processed so far.
+    pub events: u64,
+}
+
+/// A worker's energy over a run that ended at `end_s` seconds: its steps' energy plus idle power for
+/// the rest of the time (`hardware::power`).
+fn worker_energy_j(w: &Worker, end_s: f64) -> f64 {
+    PowerModel::of(w.perf.gpu).worker_energy_j(
+        w.perf.tp,
+        w.busy_energy_j,
+        w.busy.as_secs_f64(),
+        end_s,
+    )
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ pub mod fp8;
 pub mod gpu;
 pub mod model;
 pub mod perf;
+pub mod power;
 pub mod price;
 pub mod profile;
 

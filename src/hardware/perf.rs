@@ -362,6 +362,31 @@ impl PerfModel {
             + comm_s
     }
 
+    /// Roofline utilisation of a step of shape `s` that lasted `seconds`: the busier of the tensor cores
+    /// (the step's FLOPs at the datasheet peaks) and HBM (its weight and KV bytes at the datasheet
+    /// bandwidth), as a share of the step, in [0, 1]; 0 for an empty step. What the power model
+    /// (`hardware::power`) scales a busy GPU's power with.
+    pub fn utilisation(&self, s: &StepShape, seconds: f64) -> f64 {
+        if s.tokens == 0 || seconds <= 0.0 || !seconds.is_finite() {
+            return 0.0;
+        }
+        let m = self.model.spec();
+        let t = s.tokens as f64;
+        let compute_s = (self.block_flops_per_token * t + self.head_flops_per_seq * s.seqs as f64)
+            / self.peak_flops
+            + self.attn_flops_per_pair * s.attention_pairs / self.attn_peak_flops;
+        let expert_bytes = if m.is_moe() {
+            let miss = 1.0 - f64::from(m.experts_per_token) / f64::from(m.experts);
+            self.expert_weight_bytes * (1.0 - miss.powf(t))
+        } else {
+            0.0
+        };
+        let bytes = self.dense_weight_bytes
+            + expert_bytes
+            + self.kv_bytes_per_token * (s.context_tokens as f64 + t);
+        (compute_s.max(bytes / self.mem_bw) / seconds).clamp(0.0, 1.0)
+    }
+
     /// Time to prefill `prompt` tokens in one step on an idle worker, with `cached` tokens already in cache.
     pub fn prefill_seconds(&self, prompt: u64, cached: u64) -> f64 {
         let mut s = StepShape::default();

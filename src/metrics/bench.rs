@@ -11,12 +11,12 @@
 //! Invariant: every request in the report completed; `ttft ≤ e2e` for each. Reported values are rounded
 //! to 6 decimals (as `summary.json`'s), so the same run gives the same bytes.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::summary::round;
 
 /// Mean and percentiles of one latency over the benchmark's requests, ms.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BenchStat {
     pub mean: f64,
     pub p50: f64,
@@ -48,14 +48,14 @@ fn percentile(v: &[f64], q: f64) -> f64 {
 }
 
 /// The warm-up request, as the client saw it, ms.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Warmup {
     pub ttft_ms: f64,
     pub e2e_ms: f64,
 }
 
 /// One benchmark run's client-side metrics.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchReport {
     /// Completed benchmark requests (the warm-up excluded).
     pub requests: u64,

@@ -4,7 +4,7 @@
 //! classes' `requests` add up to the run's arrivals once the run has drained; a class's goodput is its
 //! good requests over its requests, judged against the class's own SLO.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::collector::Latency;
 use super::record::{Outcome, RequestRecord};
@@ -77,7 +77,7 @@ impl ClassStats {
 }
 
 /// One class in `summary.json` (`classes`, present only for a traffic mix).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ClassSummary {
     pub class: String,
     /// Scheduling priority (lower is served first).

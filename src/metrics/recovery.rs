@@ -14,14 +14,14 @@
 //! - requests failed, retried, sessions reset and failure recompute are summed over the windows from `k`
 //!   to the recovery (or to the end). Faults close together share windows, so their counts overlap.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::summary::round;
 use super::timeseries::{LogHist, TimeSeries};
 use crate::time::SimTime;
 
 /// What one fault cost and how long the fleet took to get over it (`summary.json` `recovery[]`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Recovery {
     /// The fault, e.g. `crash w3`.
     pub fault: String,

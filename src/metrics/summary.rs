@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::collector::{Breakdown, Collector, Latency, PROMPT_BUCKETS, TURN_GROUPS};
 use super::record::RecomputeCause;
@@ -13,7 +13,7 @@ use super::recovery::{self, Recovery};
 use crate::routing::router::ViewAccuracy;
 
 /// Keys of `summary.json`. Add keys freely; never rename one.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     pub scenario: String,
     pub policy: String,
@@ -50,12 +50,62 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tiers: Option<Vec<TierSummary>>,
     /// Per traffic class (`kind = "mix"`), in `[[workload.classes]]` order; absent without a mix.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<super::classes::ClassSummary>,
+    /// Energy from the per-GPU power model (`hardware::power`); absent only in summaries written
+    /// before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<EnergySummary>,
+}
+
+/// The fleet's energy over the run (`summary.json` `energy`), from `hardware::power`: idle power while
+/// a worker runs no step, busy power growing with each step's roofline utilisation, capped at TDP.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EnergySummary {
+    /// Every GPU of every worker over the simulated time, J.
+    pub joules: f64,
+    /// `joules` over completed requests (all energy, idle included, charged to the work done); `null`
+    /// when none completed.
+    pub per_completed_request_j: Option<f64>,
+    /// `joules` over the output tokens of completed requests; `null` when there are none.
+    pub per_output_token_j: Option<f64>,
+    /// `joules` over the simulated time, W.
+    pub fleet_average_power_w: f64,
+    /// GPUs in the fleet (workers × TP).
+    pub gpus: u64,
+    /// Whether every GPU's power model was checked against measured power (only the A100 is).
+    pub validated: bool,
+}
+
+impl EnergySummary {
+    /// The summary of `joules` spent by `gpus` GPUs over `simulated_s` seconds for `completed`
+    /// requests that generated `output_tokens`.
+    pub fn of(
+        joules: f64,
+        gpus: u64,
+        validated: bool,
+        simulated_s: f64,
+        completed: u64,
+        output_tokens: u64,
+    ) -> Self {
+        EnergySummary {
+            joules: round(joules, 3),
+            per_completed_request_j: (completed > 0).then(|| round(joules / completed as f64, 6)),
+            per_output_token_j: (output_tokens > 0)
+                .then(|| round(joules / output_tokens as f64, 6)),
+            fleet_average_power_w: if simulated_s > 0.0 {
+                round(joules / simulated_s, 3)
+            } else {
+                0.0
+            },
+            gpus,
+            validated,
+        }
+    }
 }
 
 /// One phase of completed requests' time.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Phase {
     /// `queue`, `prefill`, `decode`, `ttft` or `e2e`.
     pub phase: String,
@@ -68,7 +118,7 @@ pub struct Phase {
 }
 
 /// A latency distribution of one group of requests.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Group {
     pub group: String,
     #[serde(flatten)]
@@ -76,7 +126,7 @@ pub struct Group {
 }
 
 /// What one KV tier did over a run (summed over workers for `host` and `disk`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TierSummary {
     pub tier: String,
     /// Capacity in blocks (per worker for `host` and `disk`, of worker 0 when they differ); `None` for
@@ -99,7 +149,7 @@ pub struct TierSummary {
 }
 
 /// The router: its policy, its cache view, and how often its picture of the caches was wrong.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RouterSummary {
     pub policy: String,
     /// `oracle`, `events` or `approximate`; absent for policies that do not look at caches.
@@ -108,7 +158,7 @@ pub struct RouterSummary {
 }
 
 /// Conversations (multi-turn sessions).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionSummary {
     /// Sessions that started (their first turn arrived).
     pub total: u64,
@@ -119,7 +169,7 @@ pub struct SessionSummary {
     pub reset: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Requests {
     pub arrived: u64,
     pub completed: u64,
@@ -166,6 +216,34 @@ impl Serialize for Dist {
     }
 }
 
+/// Reads what [`Dist`]'s `Serialize` writes (a `summary.json` read back by `fleetsim report`): `null`
+/// statistics of an empty distribution become 0 again.
+impl<'de> Deserialize<'de> for Dist {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            count: u64,
+            mean: Option<f64>,
+            p50: Option<f64>,
+            p90: Option<f64>,
+            p95: Option<f64>,
+            p99: Option<f64>,
+            max: Option<f64>,
+        }
+        let r = Raw::deserialize(d)?;
+        let v = |x: Option<f64>| x.unwrap_or(0.0);
+        Ok(Dist {
+            count: r.count,
+            mean: v(r.mean),
+            p50: v(r.p50),
+            p90: v(r.p90),
+            p95: v(r.p95),
+            p99: v(r.p99),
+            max: v(r.max),
+        })
+    }
+}
+
 impl Dist {
     /// `v` with two decimals, or "–" for a distribution of nothing.
     pub(crate) fn cell(&self, v: f64) -> String {
@@ -190,14 +268,14 @@ impl Dist {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Throughput {
     pub requests_per_s: f64,
     pub input_tokens_per_s: f64,
     pub output_tokens_per_s: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Goodput {
     pub slo_ttft_ms: Option<f64>,
     pub slo_tpot_ms: Option<f64>,
@@ -207,7 +285,7 @@ pub struct Goodput {
     pub requests_per_s: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PrefixCache {
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
@@ -216,13 +294,13 @@ pub struct PrefixCache {
     pub loaded_tokens: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CauseCost {
     pub tokens: u64,
     pub gpu_seconds: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ByCause {
     pub evicted: CauseCost,
     pub misrouted: CauseCost,
@@ -232,7 +310,7 @@ pub struct ByCause {
     pub migrated: CauseCost,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RecomputeSummary {
     pub tokens: u64,
     pub gpu_seconds: f64,
@@ -241,7 +319,7 @@ pub struct RecomputeSummary {
     pub by_cause: ByCause,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerSummary {
     pub id: usize,
     pub gpu: String,
@@ -262,9 +340,12 @@ pub struct WorkerSummary {
     pub kv_peak_fraction: f64,
     pub preemptions: u64,
     pub evictions: u64,
+    /// This worker's GPUs' energy over the run, J (`hardware::power`).
+    #[serde(default)]
+    pub energy_j: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SimInfo {
     pub simulated_s: f64,
     pub events: u64,
@@ -421,6 +502,7 @@ impl Summary {
                 .iter()
                 .map(|k| super::classes::ClassSummary::of(k, simulated_s))
                 .collect(),
+            energy: None,
         }
     }
 
@@ -618,6 +700,24 @@ impl Summary {
                     t.recompute_avoided_tokens
                 );
             }
+        }
+        if let Some(e) = &self.energy {
+            let per = |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{x:.1} J"));
+            let _ = writeln!(
+                o,
+                "\nEnergy: {:.1} kJ on {} GPUs, fleet average {:.0} W; {} per completed request, {} per output token{}.",
+                e.joules / 1e3,
+                e.gpus,
+                e.fleet_average_power_w,
+                per(e.per_completed_request_j),
+                e.per_output_token_j
+                    .map_or("–".to_string(), |x| format!("{x:.3} J")),
+                if e.validated {
+                    ""
+                } else {
+                    " (power model checked against measurements on A100 only)"
+                }
+            );
         }
         if !self.recovery.is_empty() {
             let _ = writeln!(

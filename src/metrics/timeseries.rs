@@ -173,6 +173,24 @@ pub struct TimeSeries {
     /// (time, workers up from then on), in time order.
     pub up: Vec<(SimTime, u32)>,
     pub faults: Vec<FaultMark>,
+    /// KV-cache utilisation of each worker over time.
+    pub kv: KvUsage,
+}
+
+/// KV-cache utilisation (blocks held by running sequences over the pool) of each worker over time,
+/// piecewise constant between samples: the engine samples a worker each time it schedules (after every
+/// step end, and when it wakes up), which is when blocks are allocated and freed.
+///
+/// Invariant: for every window, each worker's area is at most the window's covered duration, so the
+/// window means lie in [0, 1].
+#[derive(Clone, Debug, Default)]
+pub struct KvUsage {
+    /// Per worker: the last sample (time, used fraction).
+    last: Vec<Option<(SimTime, f64)>>,
+    /// Per worker, per window: the integral of the used fraction over time, ns.
+    area: Vec<Vec<f64>>,
+    /// Set by [`TimeSeries::close_kv`]: the run's end and its number of workers.
+    closed: Option<(SimTime, usize)>,
 }
 
 impl TimeSeries {
@@ -183,6 +201,7 @@ impl TimeSeries {
             windows: Vec::new(),
             up: Vec::new(),
             faults: Vec::new(),
+            kv: KvUsage::default(),
         }
     }
 
@@ -241,6 +260,67 @@ impl TimeSeries {
         }
     }
 
+    /// Worker `w` holds `used` of its `total` KV blocks from `t` on.
+    pub fn on_kv(&mut self, w: usize, t: SimTime, used: u32, total: u32) {
+        self.kv_to(w, t);
+        if self.kv.last.len() <= w {
+            self.kv.last.resize(w + 1, None);
+        }
+        self.kv.last[w] = Some((t, f64::from(used) / f64::from(total.max(1))));
+    }
+
+    /// Integrates worker `w`'s last sample up to `t`.
+    fn kv_to(&mut self, w: usize, t: SimTime) {
+        let Some(Some((from, frac))) = self.kv.last.get(w).copied() else {
+            return;
+        };
+        if self.kv.area.len() <= w {
+            self.kv.area.resize(w + 1, Vec::new());
+        }
+        let mut at = from;
+        while at < t {
+            let i = self.index(at);
+            let end = self.start(i + 1).min(t);
+            let area = &mut self.kv.area[w];
+            if area.len() <= i {
+                area.resize(i + 1, 0.0);
+            }
+            area[i] += frac * (end.0 - at.0) as f64;
+            at = end;
+        }
+        self.kv.last[w] = Some((t, frac));
+    }
+
+    /// Ends the KV-utilisation record at the run's end `end`, for a fleet of `workers` workers.
+    pub fn close_kv(&mut self, end: SimTime, workers: usize) {
+        for w in 0..self.kv.last.len() {
+            self.kv_to(w, end);
+        }
+        self.kv.closed = Some((end, workers));
+    }
+
+    /// Window `i`'s KV-cache utilisation: the mean over workers of each worker's time-averaged
+    /// utilisation in the window, and the largest of those, rounded to 1e-6; `None` before
+    /// [`TimeSeries::close_kv`] or for a window the run did not reach.
+    pub fn kv_window(&self, i: usize) -> Option<(f64, f64)> {
+        let (end, workers) = self.kv.closed?;
+        let covered = self.start(i + 1).min(end).0.checked_sub(self.start(i).0)?;
+        if covered == 0 || workers == 0 {
+            return None;
+        }
+        let per_worker = |w: usize| {
+            self.kv
+                .area
+                .get(w)
+                .and_then(|a| a.get(i))
+                .map_or(0.0, |a| a / covered as f64)
+        };
+        let sum: f64 = (0..workers).map(per_worker).sum();
+        let max = (0..workers).map(per_worker).fold(0.0, f64::max);
+        let r = |x: f64| super::summary::round(x.clamp(0.0, 1.0), 6);
+        Some((r(sum / workers as f64), r(max)))
+    }
+
     /// Workers up from `t` on.
     pub fn on_workers_up(&mut self, t: SimTime, up: u32) {
         match self.up.last_mut() {
@@ -260,7 +340,8 @@ impl TimeSeries {
         use std::fmt::Write;
         let mut o = String::from(
             "window_start_s,window_end_s,arrivals,completions,failed,retried,sessions_reset,\
-             ttft_p50_ms,ttft_p95_ms,hit_rate,queue_depth,workers_up,failure_recompute_tokens,faults\n",
+             ttft_p50_ms,ttft_p95_ms,hit_rate,queue_depth,workers_up,failure_recompute_tokens,faults,\
+             kv_util_mean,kv_util_max\n",
         );
         let width = self.spec.window.as_secs_f64();
         for (i, w) in self.windows.iter().enumerate() {
@@ -285,9 +366,14 @@ impl TimeSeries {
                 .filter(|f| self.index(f.at) == i)
                 .map(|f| f.label.as_str())
                 .collect();
+            let (kv_mean, kv_max) = self
+                .kv_window(i)
+                .map_or((String::new(), String::new()), |(m, x)| {
+                    (format!("{m:.6}"), format!("{x:.6}"))
+                });
             let _ = writeln!(
                 o,
-                "{:.3},{:.3},{},{},{},{},{},{},{},{},{:.3},{},{},{}",
+                "{:.3},{:.3},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{}",
                 i as f64 * width,
                 (i + 1) as f64 * width,
                 w.arrivals,
@@ -301,7 +387,9 @@ impl TimeSeries {
                 depth,
                 up,
                 w.failure_recompute,
-                faults.join(";")
+                faults.join(";"),
+                kv_mean,
+                kv_max
             );
         }
         o.into_bytes()

@@ -276,6 +276,36 @@ pub fn run_page(s: &Summary, plots: &[(String, Vec<u8>)]) -> String {
         );
     }
 
+    if let Some(e) = &s.energy {
+        o.push_str("<h2>Energy</h2>\n");
+        table(
+            &mut o,
+            &[
+                "GPUs",
+                "energy (kJ)",
+                "fleet average power (W)",
+                "per completed request (J)",
+                "per output token (J)",
+            ],
+            &[vec![
+                e.gpus.to_string(),
+                num(e.joules / 1e3),
+                num(e.fleet_average_power_w),
+                opt(e.per_completed_request_j),
+                e.per_output_token_j
+                    .map_or("–".into(), |v| format!("{v:.3}")),
+            ]],
+        );
+        o.push_str(if e.validated {
+            "<p class=\"note\">Power model: idle power between steps, busy power growing with each step's \
+             roofline utilisation, capped at TDP; fitted to Splitwise's A100 measurements.</p>\n"
+        } else {
+            "<p class=\"note\">Power model: idle power between steps, busy power growing with each step's \
+             roofline utilisation, capped at TDP; fitted to Splitwise's A100 measurements and not \
+             validated on the other GPUs of this fleet.</p>\n"
+        });
+    }
+
     o.push_str("<h2>Workers</h2>\n");
     let rows: Vec<Vec<String>> = s
         .workers
@@ -291,6 +321,7 @@ pub fn run_page(s: &Summary, plots: &[(String, Vec<u8>)]) -> String {
                 pct(w.kv_peak_fraction),
                 w.preemptions.to_string(),
                 w.evictions.to_string(),
+                num(w.energy_j / 1e3),
                 if w.calibrated {
                     "calibrated".into()
                 } else {
@@ -311,16 +342,13 @@ pub fn run_page(s: &Summary, plots: &[(String, Vec<u8>)]) -> String {
             "KV peak",
             "preemptions",
             "evictions",
+            "energy (kJ)",
             "profile",
         ],
         &rows,
     );
 
     o.push_str("<h2>Plots</h2>\n");
-    o.push_str(
-        "<p class=\"note\">KV-cache utilisation over time is not plotted: the time series does not \
-         record it; the workers table gives each worker's peak.</p>\n",
-    );
     figures(&mut o, plots);
     page(&format!("fleetsim: {} / {}", s.scenario, s.policy), &o)
 }

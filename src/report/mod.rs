@@ -6,9 +6,11 @@ use anyhow::Result;
 
 use crate::engine::RunOutput;
 use crate::metrics::requests::RequestSink;
+use crate::metrics::summary::Summary;
 use crate::routing::router::DecisionRecord;
 use crate::scenario::Scenario;
 
+pub mod folder;
 pub mod html;
 pub mod plots;
 pub mod provenance;
@@ -55,14 +57,19 @@ pub fn run_files(scenario: &Scenario, out: &RunOutput, wall_s: f64) -> Result<Ve
     if !out.decisions.is_empty() {
         files.push(("decisions.csv".to_string(), decisions_csv(&out.decisions)?));
     }
-    let plots = plots::RunPlots::of(out)
-        .files()
-        .map_err(anyhow::Error::msg)?;
-    files.push((
+    files.extend(page_files(s, &plots::RunPlots::of(out))?);
+    Ok(files)
+}
+
+/// A run's page and plots: `report.html` then the `plot-*.svg` files, drawn from `plots`. The one
+/// place both `run` and `fleetsim report` draw a run's page, so a rebuilt page is the run's own.
+pub fn page_files(s: &Summary, plots: &plots::RunPlots) -> Result<Vec<OutputFile>> {
+    let svgs = plots.files().map_err(anyhow::Error::msg)?;
+    let mut files = vec![(
         "report.html".to_string(),
-        html::run_page(s, &plots).into_bytes(),
-    ));
-    files.extend(plots);
+        html::run_page(s, &svgs).into_bytes(),
+    )];
+    files.extend(svgs);
     Ok(files)
 }
 

@@ -5,7 +5,7 @@ use anyhow::Result;
 use crate::engine::RunOutput;
 
 /// Header of `workers.csv`, in column order.
-pub const HEADER: [&str; 19] = [
+pub const HEADER: [&str; 20] = [
     "worker",
     "gpu",
     "model",
@@ -25,6 +25,7 @@ pub const HEADER: [&str; 19] = [
     "kv_peak_fraction",
     "preemptions",
     "evictions",
+    "energy_j",
 ];
 
 /// `workers.csv` of a run. `hit_rate` is cached over prompt tokens of the completed requests the worker
@@ -59,6 +60,7 @@ pub fn workers_csv(out: &RunOutput) -> Result<Vec<u8>> {
             s.kv_peak_fraction.to_string(),
             s.preemptions.to_string(),
             s.evictions.to_string(),
+            s.energy_j.to_string(),
         ])?;
     }
     Ok(w.into_inner()?)

@@ -1,7 +1,7 @@
 //! The router: a policy, what it knows (its cache view and possibly stale load signals), and a record
 //! of its decisions.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::spec::RouterSpec;
 use super::view::CacheView;
@@ -13,7 +13,7 @@ use crate::worker::WorkerSnapshot;
 use crate::worker::kv_cache::KvEvent;
 
 /// How well the router's cache picture matched the workers' real caches, over all decisions.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ViewAccuracy {
     /// Decisions made.
     pub decisions: u64,

@@ -25,6 +25,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
+use crate::hardware::power::PowerModel;
 use crate::hardware::{PerfModel, StepShape};
 use crate::metrics::record::RecomputeCause;
 use crate::time::{SimDuration, SimTime};
@@ -159,6 +160,9 @@ pub struct Worker {
     reserved: Vec<kv_cache::BlockId>,
     // Counters for the summary.
     pub busy: SimDuration,
+    /// Energy of the steps run so far (the time in `busy`), J; idle time is added at the end
+    /// (`hardware::power`).
+    pub busy_energy_j: f64,
     pub steps: u64,
     pub preemptions: u64,
     pub completed: u64,
@@ -191,6 +195,7 @@ impl Worker {
             kv_reserve_target: 0,
             reserved: Vec::new(),
             busy: SimDuration::ZERO,
+            busy_energy_j: 0.0,
             steps: 0,
             preemptions: 0,
             completed: 0,
@@ -352,8 +357,16 @@ impl Worker {
         self.batch_tokens = shape.tokens;
         self.in_step = true;
         self.busy += dt;
+        self.busy_energy_j += self.step_energy_j(&shape, dt);
         self.steps += 1;
         Some(dt)
+    }
+
+    /// Energy of a step of `shape` lasting `dt` on this worker's GPUs, J (`hardware::power`).
+    fn step_energy_j(&self, shape: &StepShape, dt: SimDuration) -> f64 {
+        let s = dt.as_secs_f64();
+        let u = self.perf.utilisation(shape, s);
+        PowerModel::of(self.perf.gpu).busy_w(u) * f64::from(self.perf.tp) * s
     }
 
     /// The duration of a step of `shape` on this worker, slowed down by a `slowdown` fault if any.

@@ -51,17 +51,21 @@ impl Worker {
     /// [`Worker::start_step`] computes for that step: the batch's attention pairs `Σ (c_i + ½)` are sums
     /// of halves far below 2^52, exact in `f64` in any order.
     pub fn steady_step_time(&self, m: u32) -> SimDuration {
+        self.scaled_step_time(&self.steady_shape(m))
+    }
+
+    /// The batch of the `m`-th step after the steady step in flight (`m >= 1`).
+    fn steady_shape(&self, m: u32) -> StepShape {
         debug_assert!(self.step_is_steady() && m >= 1);
         let seqs = self.running.len() as u64;
         let context = self.steady_context + u64::from(m) * seqs;
-        let shape = StepShape {
+        StepShape {
             tokens: seqs,
             seqs,
             prefill_seqs: 0,
             context_tokens: context,
             attention_pairs: context as f64 + seqs as f64 * 0.5,
-        };
-        self.scaled_step_time(&shape)
+        }
     }
 
     /// Applies `durations.len()` pure steps at once: the end of the step in flight and the start of the
@@ -75,14 +79,16 @@ impl Worker {
             return;
         }
         debug_assert!(k <= self.steady_steps_after());
+        // Each step's energy in step order, as step-by-step stepping adds it (same bytes either way).
+        for (m, &d) in (1..).zip(durations) {
+            self.busy += d;
+            self.busy_energy_j += self.step_energy_j(&self.steady_shape(m), d);
+        }
         for seq in &mut self.running {
             seq.computed += k;
             seq.generated += k;
         }
         self.steady_context += u64::from(k) * self.running.len() as u64;
-        for &d in durations {
-            self.busy += d;
-        }
         self.steps += u64::from(k);
         self.batch_seconds = durations[durations.len() - 1].as_secs_f64();
     }

@@ -16,6 +16,7 @@ mod prefix_cache;
 mod profiles;
 mod queueing;
 mod readme;
+mod report_cmd;
 mod report_page;
 mod results;
 mod routing;

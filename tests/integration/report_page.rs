@@ -11,13 +11,14 @@ fn fleetsim() -> Command {
     Command::cargo_bin("fleetsim").unwrap()
 }
 
-const RUN_PLOTS: [&str; 6] = [
+const RUN_PLOTS: [&str; 7] = [
     "plot-ttft-cdf.svg",
     "plot-ttft-over-time.svg",
     "plot-hit-rate-over-time.svg",
     "plot-ttft-by-turn.svg",
     "plot-recompute-by-cause.svg",
     "plot-worker-share.svg",
+    "plot-kv-utilisation.svg",
 ];
 
 /// The page loads nothing: no script, and no attribute or style that names a URL.

@@ -2,11 +2,10 @@
 //! summary and time series, so the same plots can be drawn again from a results folder.
 //!
 //! Invariant: plots are functions of those numbers alone, so the same seed gives the same bytes.
-//! KV-cache utilisation over time is not plotted: the time series does not record it (workers.csv has
-//! each worker's peak).
 
 pub mod chart;
 mod hit_rate_over_time;
+mod kv_over_time;
 mod recompute_by_cause;
 mod ttft_by_turn;
 mod ttft_cdf;
@@ -17,6 +16,8 @@ pub use ttft_cdf::ttft_cdf;
 
 use crate::engine::RunOutput;
 use crate::metrics::collector::Latency;
+use crate::metrics::summary::Summary;
+use crate::metrics::timeseries::LogHist;
 
 /// Points per CDF line.
 const CDF_POINTS: usize = 200;
@@ -29,6 +30,9 @@ pub struct WindowPoint {
     pub ttft_p50_ms: Option<f64>,
     pub ttft_p95_ms: Option<f64>,
     pub hit_rate: Option<f64>,
+    /// KV-cache utilisation: mean over workers and the fullest worker (`timeseries.csv`'s
+    /// `kv_util_mean`, `kv_util_max`).
+    pub kv_util: Option<(f64, f64)>,
 }
 
 /// The numbers a run's plots show.
@@ -69,34 +73,68 @@ pub fn cdf_points(l: &Latency) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Window `i` (of `width_s` seconds) from the TTFTs of the requests that arrived in it and their prompt
+/// and cached tokens.
+pub fn window_point(
+    i: usize,
+    width_s: f64,
+    ttft: &LogHist,
+    prompt_tokens: u64,
+    cached_tokens: u64,
+    kv_util: Option<(f64, f64)>,
+) -> WindowPoint {
+    WindowPoint {
+        mid_s: (i as f64 + 0.5) * width_s,
+        ttft_p50_ms: ttft.quantile(0.5).map(|v| v / 1e6),
+        ttft_p95_ms: ttft.quantile(0.95).map(|v| v / 1e6),
+        hit_rate: (prompt_tokens > 0).then(|| cached_tokens as f64 / prompt_tokens as f64),
+        kv_util,
+    }
+}
+
 impl RunPlots {
     /// The plotted numbers of a finished run.
     pub fn of(out: &RunOutput) -> Self {
-        let s = &out.summary;
         let ts = &out.collector.series;
         let width = ts.spec.window.as_secs_f64();
         let windows = ts
             .windows
             .iter()
             .enumerate()
-            .map(|(i, w)| WindowPoint {
-                mid_s: (i as f64 + 0.5) * width,
-                ttft_p50_ms: w.ttft.quantile(0.5).map(|v| v / 1e6),
-                ttft_p95_ms: w.ttft.quantile(0.95).map(|v| v / 1e6),
-                hit_rate: (w.prompt_tokens > 0)
-                    .then(|| w.cached_tokens as f64 / w.prompt_tokens as f64),
+            .map(|(i, w)| {
+                window_point(
+                    i,
+                    width,
+                    &w.ttft,
+                    w.prompt_tokens,
+                    w.cached_tokens,
+                    ts.kv_window(i),
+                )
             })
             .collect();
+        let faults = ts
+            .faults
+            .iter()
+            .map(|f| (f.at.as_secs_f64(), f.label.clone()))
+            .collect();
+        Self::from_parts(&out.summary, &out.collector.ttft, windows, faults)
+    }
+
+    /// The plotted numbers from a run's summary, its TTFT distribution, its windows and its faults
+    /// (simulated seconds, label): what [`RunPlots::of`] takes from a live run and `fleetsim report`
+    /// rebuilds from a results folder.
+    pub fn from_parts(
+        s: &Summary,
+        ttft: &Latency,
+        windows: Vec<WindowPoint>,
+        faults: Vec<(f64, String)>,
+    ) -> Self {
         let c = &s.recompute.by_cause;
         RunPlots {
             name: format!("{} / {}", s.scenario, s.policy),
-            ttft_cdf: cdf_points(&out.collector.ttft),
+            ttft_cdf: cdf_points(ttft),
             windows,
-            faults: ts
-                .faults
-                .iter()
-                .map(|f| (f.at.as_secs_f64(), f.label.clone()))
-                .collect(),
+            faults,
             ttft_by_turn: s
                 .ttft_by_turn_ms
                 .iter()
@@ -130,6 +168,7 @@ impl RunPlots {
                 recompute_by_cause::plot(self)?,
             ),
             ("plot-worker-share.svg", worker_share::plot(self)?),
+            ("plot-kv-utilisation.svg", kv_over_time::plot(self)?),
         ];
         Ok(plots
             .into_iter()
