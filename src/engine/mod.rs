@@ -15,6 +15,7 @@
 //! that must happen) or *background* (faults and health checks); the run ends when no foreground event is
 //! pending and every request has finished, whatever faults are still scheduled.
 
+mod disagg;
 mod faults;
 mod offload;
 pub mod profile;
@@ -62,6 +63,15 @@ enum Event {
         worker: usize,
         epoch: u64,
         stamp: u64,
+    },
+    /// A prefilled request's KV lands on decode worker `to` (incarnation `to_epoch`), read from prefill
+    /// worker `from` (incarnation `from_epoch`): `disagg.rs`.
+    Handoff {
+        from: usize,
+        from_epoch: u64,
+        to: usize,
+        to_epoch: u64,
+        seq: Box<Sequence>,
     },
     /// A connection to dead `worker` failed (refused, or timed out).
     ConnectFailed { worker: usize, seq: Box<Sequence> },
@@ -186,6 +196,8 @@ pub struct Simulation {
     prof: Profile,
     /// Decode steps applied in bulk by the fast path.
     bulk_steps: u64,
+    /// Worker roles and the interconnect of a disaggregated fleet (`disagg.rs`); `None` when aggregated.
+    disagg: Option<disagg::Disagg>,
 }
 
 impl Simulation {
@@ -219,6 +231,7 @@ impl Simulation {
         sim.collector.set_metrics(s.metrics.clone(), end);
         sim.set_faults(plan, s.gateway.clone(), starts);
         sim.set_tiers(s.tiers.clone());
+        sim.set_disaggregation(s);
         Ok(sim)
     }
 
@@ -304,6 +317,7 @@ impl Simulation {
             class_now: Class::Fault,
             prof: Profile::new(false),
             bulk_steps: 0,
+            disagg: None,
         }
     }
 
@@ -378,6 +392,13 @@ impl Simulation {
                 }
                 Event::Retry(seq) => self.dispatch(*seq),
                 Event::Deliver { worker, epoch, seq } => self.on_deliver(worker, epoch, *seq),
+                Event::Handoff {
+                    from,
+                    from_epoch,
+                    to,
+                    to_epoch,
+                    seq,
+                } => self.on_handoff((from, from_epoch), (to, to_epoch), *seq),
                 Event::StepDone { worker, epoch, .. } => {
                     if self.workers[worker].epoch == epoch {
                         self.complete_steady_run(worker);
@@ -487,6 +508,10 @@ impl Simulation {
             *snap = worker.snapshot();
             snap.up = self.gateway.routable(w);
         }
+        let stage = self.first_stage(&seq);
+        if let Some(stage) = stage {
+            self.mask_for(stage);
+        }
         self.prof.stop(Phase::Routing, t);
         let t = self.prof.start();
         // A request no worker could ever hold is turned away before its blocks are hashed: that costs
@@ -528,6 +553,7 @@ impl Simulation {
             return;
         };
         let w = decision.worker;
+        seq.prefill_only = stage == Some(disagg::Stage::Prefill) && self.is_prefill_worker(w);
         if forced.is_none() {
             let local = self.workers[w].pool.cached_prefix(&hashes[..prompt_blocks]);
             let outstanding = self.snapshots[w].outstanding;
@@ -693,6 +719,9 @@ impl Simulation {
             }
             self.finish_seq(seq, Some(w), Outcome::Completed, None);
         }
+        for seq in outcome.handed_off {
+            self.begin_handoff(w, seq);
+        }
         self.start_step(w);
     }
 
@@ -813,6 +842,12 @@ impl Simulation {
                 ),
                 preemptions: w.preemptions,
                 evictions: w.pool.evictions(),
+                role: self
+                    .disagg
+                    .as_ref()
+                    .map(|d| d.roles[w.id])
+                    .filter(|r| *r != crate::worker::role::Role::Both)
+                    .map(|r| r.as_str().to_string()),
             })
             .collect();
         let router = RouterSummary {
@@ -832,6 +867,7 @@ impl Simulation {
         let bench = self.workload.bench_report();
         summary.benchmark = bench.clone();
         summary.tiers = self.tier_summary();
+        summary.disaggregation = self.disagg_summary();
         RunOutput {
             summary,
             bench,

@@ -49,6 +49,30 @@ pub struct Summary {
     /// KV offload tiers, in order below the GPU (`host`, `disk`, `shared`); absent when none is set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tiers: Option<Vec<TierSummary>>,
+    /// Prefill/decode disaggregation's hand-offs; absent in an aggregated fleet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disaggregation: Option<DisaggSummary>,
+}
+
+/// What a disaggregated fleet's prefill-to-decode hand-offs did.
+#[derive(Debug, Clone, Serialize)]
+pub struct DisaggSummary {
+    /// Workers by role.
+    pub prefill_workers: u32,
+    pub decode_workers: u32,
+    pub both_workers: u32,
+    /// Requests whose KV moved from a prefill to a decode worker, over NVLink and over RDMA.
+    pub handoffs: u64,
+    pub nvlink_handoffs: u64,
+    pub rdma_handoffs: u64,
+    /// KV moved: blocks the decode worker lacked, and their bytes over all GPUs.
+    pub blocks_transferred: u64,
+    pub bytes_transferred: u64,
+    /// Transfer time (queueing on the ports included), mean and worst.
+    pub mean_transfer_ms: f64,
+    pub max_transfer_ms: f64,
+    /// Hand-offs lost to a failure of either side (then retried or failed as `gateway.in_flight` says).
+    pub lost_in_handoff: u64,
 }
 
 /// One phase of completed requests' time.
@@ -259,6 +283,9 @@ pub struct WorkerSummary {
     pub kv_peak_fraction: f64,
     pub preemptions: u64,
     pub evictions: u64,
+    /// `prefill` or `decode` in a disaggregated fleet; absent for a `both` worker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -413,6 +440,7 @@ impl Summary {
             ttft_by_prompt_ms: prompt_groups(&c.breakdown),
             benchmark: None,
             tiers: None,
+            disaggregation: None,
         }
     }
 
@@ -610,6 +638,27 @@ impl Summary {
                     t.recompute_avoided_tokens
                 );
             }
+        }
+        if let Some(d) = &self.disaggregation {
+            let _ = writeln!(
+                o,
+                "\n| P/D disaggregation | prefill / decode / both workers | hand-offs (NVLink / RDMA) | KV moved (GB) | transfer mean / max (ms) | lost in hand-off |"
+            );
+            let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|");
+            let _ = writeln!(
+                o,
+                "| | {} / {} / {} | {} ({} / {}) | {:.2} | {:.3} / {:.3} | {} |",
+                d.prefill_workers,
+                d.decode_workers,
+                d.both_workers,
+                d.handoffs,
+                d.nvlink_handoffs,
+                d.rdma_handoffs,
+                d.bytes_transferred as f64 / 1e9,
+                d.mean_transfer_ms,
+                d.max_transfer_ms,
+                d.lost_in_handoff
+            );
         }
         if !self.recovery.is_empty() {
             let _ = writeln!(

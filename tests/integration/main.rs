@@ -7,6 +7,7 @@ mod cli;
 mod closed_loop;
 mod common;
 mod determinism;
+mod disaggregation;
 mod fast_path;
 mod faults;
 mod golden;
