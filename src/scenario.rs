@@ -468,7 +468,7 @@ impl Scenario {
                 return Err((
                     format!("workers[{i}].prefill_workers"),
                     format!(
-                        "splits a group into prefill and decode workers: the group's role must be                          \"both\" (the default), not \"{}\"",
+                        "splits a group into prefill and decode workers: the group's role must be \"both\" (the default), not \"{}\"",
                         g.role.as_str()
                     ),
                 ));
@@ -503,7 +503,7 @@ impl Scenario {
             let i = first_of(Role::Decode).unwrap_or(0);
             return Err((
                 format!("workers[{i}].role"),
-                "a decode-only fleet: no worker group has role \"prefill\" or \"both\", so no                  worker could take a new request"
+                "a decode-only fleet: no worker group has role \"prefill\" or \"both\", so no worker could take a new request"
                     .into(),
             ));
         }
@@ -511,14 +511,14 @@ impl Scenario {
             let i = first_of(Role::Prefill).unwrap_or(0);
             return Err((
                 format!("workers[{i}].role"),
-                "a prefill-only fleet: no worker group has role \"decode\" or \"both\", so no                  worker could decode a prefilled request"
+                "a prefill-only fleet: no worker group has role \"decode\" or \"both\", so no worker could decode a prefilled request"
                     .into(),
             ));
         }
         if self.gateway.session_state == SessionState::Worker {
             return Err((
                 "gateway.session_state".into(),
-                "\"worker\" pins a conversation to one worker, which a disaggregated fleet                  (prefill and decode on different workers) does not have: use \"client\" or                  \"shared_tier\""
+                "\"worker\" pins a conversation to one worker, which a disaggregated fleet (prefill and decode on different workers) does not have: use \"client\" or \"shared_tier\""
                     .into(),
             ));
         }
@@ -532,7 +532,7 @@ impl Scenario {
                 return Err((
                     format!("workers[{i}].model"),
                     format!(
-                        "prefill and decode workers hand KV over, so they must serve one model:                          workers[{p0}] serves {}, this group {}",
+                        "prefill and decode workers hand KV over, so they must serve one model: workers[{p0}] serves {}, this group {}",
                         first.model.as_str(),
                         g.model.as_str()
                     ),
@@ -542,7 +542,7 @@ impl Scenario {
                 return Err((
                     format!("workers[{i}].block_size"),
                     format!(
-                        "prefill and decode workers hand KV over block by block: workers[{p0}]                          has block_size {}, this group {}",
+                        "prefill and decode workers hand KV over block by block: workers[{p0}] has block_size {}, this group {}",
                         first.block_size.0, g.block_size.0
                     ),
                 ));
@@ -559,7 +559,7 @@ impl Scenario {
                     return Err((
                         "interconnect.across_nodes".into(),
                         format!(
-                            "is false, so KV moves only within a node, but workers[{i}] has no                              node label (each of its workers is a node of its own): a transfer                              between its prefill and decode workers would have no link"
+                            "is false, so KV moves only within a node, but workers[{i}] has no node label (each of its workers is a node of its own): a transfer between its prefill and decode workers would have no link"
                         ),
                     ));
                 };
@@ -569,7 +569,7 @@ impl Scenario {
                         return Err((
                             "interconnect.across_nodes".into(),
                             format!(
-                                "is false, so KV moves only within a node, but workers[{j}] is on                                  node \"{other}\" and workers[{i}] on node \"{label}\": a                                  transfer between them would have no link"
+                                "is false, so KV moves only within a node, but workers[{j}] is on node \"{other}\" and workers[{i}] on node \"{label}\": a transfer between them would have no link"
                             ),
                         ));
                     }
