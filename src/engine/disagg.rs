@@ -37,8 +37,14 @@ use crate::worker::role::Role;
 #[derive(Debug)]
 pub(super) struct Disagg {
     pub roles: Vec<Role>,
+    /// Whether any worker is a dedicated prefill or decode worker (else only peer transfer uses the
+    /// fabric).
+    pub dedicated: bool,
+    /// Whether workers pull prefixes from each other's GPU caches (`peer.rs`).
+    pub peer_transfer: bool,
     pub fabric: Fabric,
     pub stats: HandoffStats,
+    pub peer: super::peer::PeerStats,
 }
 
 /// Totals over a run's hand-offs.
@@ -64,9 +70,9 @@ pub(super) enum Stage {
 
 impl Simulation {
     /// Sets worker roles (indexed by worker) and the interconnect from `s`; a fleet with only `both`
-    /// workers stays aggregated (no effect).
+    /// workers and no peer transfer stays as it was (no effect).
     pub(super) fn set_disaggregation(&mut self, s: &Scenario) {
-        if !s.is_disaggregated() {
+        if !s.is_disaggregated() && !s.interconnect.peer_transfer {
             return;
         }
         let roles = s.worker_roles();
@@ -103,15 +109,18 @@ impl Simulation {
         }
         self.disagg = Some(Disagg {
             roles,
+            dedicated: s.is_disaggregated(),
+            peer_transfer: s.interconnect.peer_transfer,
             fabric: Fabric::new(&s.interconnect, endpoints),
             stats: HandoffStats::default(),
+            peer: Default::default(),
         });
     }
 
     /// The stage a request being dispatched starts with: its prefill, unless the fleet is aggregated or
     /// it has a single token to compute (nothing to hand off).
     pub(super) fn first_stage(&self, seq: &Sequence) -> Option<Stage> {
-        self.disagg.as_ref()?;
+        self.disagg.as_ref().filter(|d| d.dedicated)?;
         Some(if seq.num_tokens() >= 2 {
             Stage::Prefill
         } else {
@@ -271,7 +280,7 @@ impl Simulation {
 
     /// The hand-offs of a disaggregated run, for the summary.
     pub(super) fn disagg_summary(&self) -> Option<DisaggSummary> {
-        let d = self.disagg.as_ref()?;
+        let d = self.disagg.as_ref().filter(|d| d.dedicated)?;
         let st = &d.stats;
         let count = |r: Role| d.roles.iter().filter(|&&x| x == r).count() as u32;
         Some(DisaggSummary {

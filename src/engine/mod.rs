@@ -18,6 +18,7 @@
 mod disagg;
 mod faults;
 mod offload;
+mod peer;
 pub mod profile;
 pub mod queue;
 mod steady_run;
@@ -67,6 +68,14 @@ enum Event {
     /// A prefilled request's KV lands on decode worker `to` (incarnation `to_epoch`), read from prefill
     /// worker `from` (incarnation `from_epoch`): `disagg.rs`.
     Handoff {
+        from: usize,
+        from_epoch: u64,
+        to: usize,
+        to_epoch: u64,
+        seq: Box<Sequence>,
+    },
+    /// Prefix blocks pulled from worker `from`'s GPU cache land on `to` (`peer.rs`).
+    PeerDeliver {
         from: usize,
         from_epoch: u64,
         to: usize,
@@ -399,6 +408,13 @@ impl Simulation {
                     to_epoch,
                     seq,
                 } => self.on_handoff((from, from_epoch), (to, to_epoch), *seq),
+                Event::PeerDeliver {
+                    from,
+                    from_epoch,
+                    to,
+                    to_epoch,
+                    seq,
+                } => self.on_peer_deliver((from, from_epoch), (to, to_epoch), *seq),
                 Event::StepDone { worker, epoch, .. } => {
                     if self.workers[worker].epoch == epoch {
                         self.complete_steady_run(worker);
@@ -657,6 +673,22 @@ impl Simulation {
                 );
                 return;
             }
+            if let Some((from, lands)) = self.plan_peer_load(w, &mut seq) {
+                self.prof.stop(Phase::KvBookkeeping, t);
+                let (from_epoch, to_epoch) = (self.workers[from].epoch, self.workers[w].epoch);
+                self.schedule(
+                    lands,
+                    Class::Arrival,
+                    Event::PeerDeliver {
+                        from,
+                        from_epoch,
+                        to: w,
+                        to_epoch,
+                        seq: Box::new(seq),
+                    },
+                );
+                return;
+            }
         }
         self.prof.stop(Phase::KvBookkeeping, t);
         self.workers[w].enqueue(seq);
@@ -868,6 +900,7 @@ impl Simulation {
         summary.benchmark = bench.clone();
         summary.tiers = self.tier_summary();
         summary.disaggregation = self.disagg_summary();
+        summary.peer_transfer = self.peer_summary();
         RunOutput {
             summary,
             bench,

@@ -52,6 +52,23 @@ pub struct Summary {
     /// Prefill/decode disaggregation's hand-offs; absent in an aggregated fleet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disaggregation: Option<DisaggSummary>,
+    /// Prefixes pulled from other workers' GPU caches; absent unless `[interconnect] peer_transfer`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_transfer: Option<PeerSummary>,
+}
+
+/// What peer transfers (a worker pulling a prefix from another's GPU cache) did.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerSummary {
+    pub transfers: u64,
+    pub blocks_transferred: u64,
+    pub bytes_transferred: u64,
+    /// Prompt tokens pulled instead of recomputed.
+    pub recompute_avoided_tokens: u64,
+    /// Transfer time (queueing on the ports included).
+    pub mean_transfer_ms: f64,
+    /// Transfers whose source failed before they landed (the request recomputed the blocks).
+    pub lost_to_source_failure: u64,
 }
 
 /// What a disaggregated fleet's prefill-to-decode hand-offs did.
@@ -441,6 +458,7 @@ impl Summary {
             benchmark: None,
             tiers: None,
             disaggregation: None,
+            peer_transfer: None,
         }
     }
 
@@ -658,6 +676,23 @@ impl Summary {
                 d.mean_transfer_ms,
                 d.max_transfer_ms,
                 d.lost_in_handoff
+            );
+        }
+        if let Some(p) = &self.peer_transfer {
+            let _ = writeln!(
+                o,
+                "\n| peer transfer | transfers | blocks | KV moved (GB) | recompute avoided (tokens) | mean transfer (ms) | source failed |"
+            );
+            let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|");
+            let _ = writeln!(
+                o,
+                "| | {} | {} | {:.2} | {} | {:.3} | {} |",
+                p.transfers,
+                p.blocks_transferred,
+                p.bytes_transferred as f64 / 1e9,
+                p.recompute_avoided_tokens,
+                p.mean_transfer_ms,
+                p.lost_to_source_failure
             );
         }
         if !self.recovery.is_empty() {

@@ -40,6 +40,10 @@ pub struct InterconnectSpec {
     /// Whether workers on different nodes are linked at all (`false`: only NVLink within a node).
     #[serde(default = "defaults::across_nodes")]
     pub across_nodes: bool,
+    /// Peer transfer: a worker routed a request whose prefix another worker's GPU cache holds beyond
+    /// its own pulls those blocks over this interconnect when that beats recomputing them.
+    #[serde(default)]
+    pub peer_transfer: bool,
 }
 
 mod defaults {
@@ -66,6 +70,7 @@ impl Default for InterconnectSpec {
             rdma_gb_per_s: defaults::rdma_gb_per_s(),
             rdma_latency: defaults::rdma_latency(),
             across_nodes: defaults::across_nodes(),
+            peer_transfer: false,
         }
     }
 }
@@ -202,6 +207,7 @@ mod tests {
             rdma_gb_per_s: Positive(50.0),
             rdma_latency: SimDuration(25_000),
             across_nodes: across,
+            peer_transfer: false,
         };
         let ep = |node, gpus| Endpoint {
             node,

@@ -193,6 +193,27 @@ fn disaggregated_fleets_give_the_same_summary_both_ways() {
     }
 }
 
+/// Peer transfers settle their source and their destination: the fast path matches stepping one by
+/// one on the hot-prefix scenario with peers, and with a crash of a source.
+#[test]
+fn peer_transfers_give_the_same_summary_both_ways() {
+    let path = scenario_path("hot-prefix.toml");
+    for extra in [
+        vec![],
+        vec!["faults=[{kind=\"crash\",worker=0,at=\"5s\",restart_after=\"3s\"}]"],
+    ] {
+        let mut o = vec![
+            "max_requests=1200".to_string(),
+            "router.policy=\"round_robin\"".to_string(),
+            "interconnect.peer_transfer=true".to_string(),
+        ];
+        o.extend(extra.iter().map(|s| s.to_string()));
+        let s = Scenario::load(&path, &o).unwrap();
+        let out = both_ways(&s, &format!("{o:?}"));
+        assert!(out.summary.peer_transfer.as_ref().unwrap().transfers > 0);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
 

@@ -12,6 +12,7 @@ mod fast_path;
 mod faults;
 mod golden;
 mod invariants;
+mod peer;
 mod prefix_cache;
 mod profiles;
 mod queueing;
