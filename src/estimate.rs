@@ -211,6 +211,7 @@ fn simulate(
         restart: Default::default(),
         metrics: Default::default(),
         tiers: Default::default(),
+        interconnect: Default::default(),
         prices: Default::default(),
         meta: Default::default(),
     };

@@ -15,8 +15,10 @@
 //! that must happen) or *background* (faults and health checks); the run ends when no foreground event is
 //! pending and every request has finished, whatever faults are still scheduled.
 
+mod disagg;
 mod faults;
 mod offload;
+mod peer;
 pub mod profile;
 pub mod queue;
 mod steady_run;
@@ -63,6 +65,23 @@ enum Event {
         worker: usize,
         epoch: u64,
         stamp: u64,
+    },
+    /// A prefilled request's KV lands on decode worker `to` (incarnation `to_epoch`), read from prefill
+    /// worker `from` (incarnation `from_epoch`): `disagg.rs`.
+    Handoff {
+        from: usize,
+        from_epoch: u64,
+        to: usize,
+        to_epoch: u64,
+        seq: Box<Sequence>,
+    },
+    /// Prefix blocks pulled from worker `from`'s GPU cache land on `to` (`peer.rs`).
+    PeerDeliver {
+        from: usize,
+        from_epoch: u64,
+        to: usize,
+        to_epoch: u64,
+        seq: Box<Sequence>,
     },
     /// A connection to dead `worker` failed (refused, or timed out).
     ConnectFailed { worker: usize, seq: Box<Sequence> },
@@ -187,6 +206,8 @@ pub struct Simulation {
     prof: Profile,
     /// Decode steps applied in bulk by the fast path.
     bulk_steps: u64,
+    /// Worker roles and the interconnect of a disaggregated fleet (`disagg.rs`); `None` when aggregated.
+    disagg: Option<disagg::Disagg>,
 }
 
 impl Simulation {
@@ -227,6 +248,7 @@ impl Simulation {
         );
         sim.set_faults(plan, s.gateway.clone(), starts);
         sim.set_tiers(s.tiers.clone());
+        sim.set_disaggregation(s);
         Ok(sim)
     }
 
@@ -312,6 +334,7 @@ impl Simulation {
             class_now: Class::Fault,
             prof: Profile::new(false),
             bulk_steps: 0,
+            disagg: None,
         }
     }
 
@@ -399,6 +422,20 @@ impl Simulation {
                 }
                 Event::Retry(seq) => self.dispatch(*seq),
                 Event::Deliver { worker, epoch, seq } => self.on_deliver(worker, epoch, *seq),
+                Event::Handoff {
+                    from,
+                    from_epoch,
+                    to,
+                    to_epoch,
+                    seq,
+                } => self.on_handoff((from, from_epoch), (to, to_epoch), *seq),
+                Event::PeerDeliver {
+                    from,
+                    from_epoch,
+                    to,
+                    to_epoch,
+                    seq,
+                } => self.on_peer_deliver((from, from_epoch), (to, to_epoch), *seq),
                 Event::StepDone { worker, epoch, .. } => {
                     if self.workers[worker].epoch == epoch {
                         self.complete_steady_run(worker);
@@ -508,6 +545,10 @@ impl Simulation {
             *snap = worker.snapshot();
             snap.up = self.gateway.routable(w);
         }
+        let stage = self.first_stage(&seq);
+        if let Some(stage) = stage {
+            self.mask_for(stage);
+        }
         self.prof.stop(Phase::Routing, t);
         let t = self.prof.start();
         // A request no worker could ever hold is turned away before its blocks are hashed: that costs
@@ -549,6 +590,7 @@ impl Simulation {
             return;
         };
         let w = decision.worker;
+        seq.prefill_only = stage == Some(disagg::Stage::Prefill) && self.is_prefill_worker(w);
         if forced.is_none() {
             let local = self.workers[w].pool.cached_prefix(&hashes[..prompt_blocks]);
             let outstanding = self.snapshots[w].outstanding;
@@ -652,6 +694,22 @@ impl Simulation {
                 );
                 return;
             }
+            if let Some((from, lands)) = self.plan_peer_load(w, &mut seq) {
+                self.prof.stop(Phase::KvBookkeeping, t);
+                let (from_epoch, to_epoch) = (self.workers[from].epoch, self.workers[w].epoch);
+                self.schedule(
+                    lands,
+                    Class::Arrival,
+                    Event::PeerDeliver {
+                        from,
+                        from_epoch,
+                        to: w,
+                        to_epoch,
+                        seq: Box::new(seq),
+                    },
+                );
+                return;
+            }
         }
         self.prof.stop(Phase::KvBookkeeping, t);
         self.workers[w].enqueue(seq);
@@ -713,6 +771,9 @@ impl Simulation {
                 self.prof.stop(Phase::KvBookkeeping, t);
             }
             self.finish_seq(seq, Some(w), Outcome::Completed, None);
+        }
+        for seq in outcome.handed_off {
+            self.begin_handoff(w, seq);
         }
         self.start_step(w);
     }
@@ -840,6 +901,12 @@ impl Simulation {
                 preemptions: w.preemptions,
                 evictions: w.pool.evictions(),
                 energy_j: round(worker_energy_j(w, end), 3),
+                role: self
+                    .disagg
+                    .as_ref()
+                    .map(|d| d.roles[w.id])
+                    .filter(|r| *r != crate::worker::role::Role::Both)
+                    .map(|r| r.as_str().to_string()),
             })
             .collect();
         let router = RouterSummary {
@@ -871,6 +938,8 @@ impl Simulation {
         ));
         let workers = self.workers.len();
         self.collector.series.close_kv(self.now, workers);
+        summary.disaggregation = self.disagg_summary();
+        summary.peer_transfer = self.peer_summary();
         RunOutput {
             summary,
             bench,

@@ -56,6 +56,12 @@ pub struct Summary {
     /// before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy: Option<EnergySummary>,
+    /// Prefill/decode disaggregation's hand-offs; absent in an aggregated fleet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disaggregation: Option<DisaggSummary>,
+    /// Prefixes pulled from other workers' GPU caches; absent unless `[interconnect] peer_transfer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_transfer: Option<PeerSummary>,
 }
 
 /// The fleet's energy over the run (`summary.json` `energy`), from `hardware::power`: idle power while
@@ -102,6 +108,41 @@ impl EnergySummary {
             validated,
         }
     }
+}
+
+/// What peer transfers (a worker pulling a prefix from another's GPU cache) did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PeerSummary {
+    pub transfers: u64,
+    pub blocks_transferred: u64,
+    pub bytes_transferred: u64,
+    /// Prompt tokens pulled instead of recomputed.
+    pub recompute_avoided_tokens: u64,
+    /// Transfer time (queueing on the ports included).
+    pub mean_transfer_ms: f64,
+    /// Transfers whose source failed before they landed (the request recomputed the blocks).
+    pub lost_to_source_failure: u64,
+}
+
+/// What a disaggregated fleet's prefill-to-decode hand-offs did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DisaggSummary {
+    /// Workers by role.
+    pub prefill_workers: u32,
+    pub decode_workers: u32,
+    pub both_workers: u32,
+    /// Requests whose KV moved from a prefill to a decode worker, over NVLink and over RDMA.
+    pub handoffs: u64,
+    pub nvlink_handoffs: u64,
+    pub rdma_handoffs: u64,
+    /// KV moved: blocks the decode worker lacked, and their bytes over all GPUs.
+    pub blocks_transferred: u64,
+    pub bytes_transferred: u64,
+    /// Transfer time (queueing on the ports included), mean and worst.
+    pub mean_transfer_ms: f64,
+    pub max_transfer_ms: f64,
+    /// Hand-offs lost to a failure of either side (then retried or failed as `gateway.in_flight` says).
+    pub lost_in_handoff: u64,
 }
 
 /// One phase of completed requests' time.
@@ -343,6 +384,9 @@ pub struct WorkerSummary {
     /// This worker's GPUs' energy over the run, J (`hardware::power`).
     #[serde(default)]
     pub energy_j: f64,
+    /// `prefill` or `decode` in a disaggregated fleet; absent for a `both` worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -503,6 +547,8 @@ impl Summary {
                 .map(|k| super::classes::ClassSummary::of(k, simulated_s))
                 .collect(),
             energy: None,
+            disaggregation: None,
+            peer_transfer: None,
         }
     }
 
@@ -717,6 +763,44 @@ impl Summary {
                 } else {
                     " (power model checked against measurements on A100 only)"
                 }
+            );
+        }
+        if let Some(d) = &self.disaggregation {
+            let _ = writeln!(
+                o,
+                "\n| P/D disaggregation | prefill / decode / both workers | hand-offs (NVLink / RDMA) | KV moved (GB) | transfer mean / max (ms) | lost in hand-off |"
+            );
+            let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|");
+            let _ = writeln!(
+                o,
+                "| | {} / {} / {} | {} ({} / {}) | {:.2} | {:.3} / {:.3} | {} |",
+                d.prefill_workers,
+                d.decode_workers,
+                d.both_workers,
+                d.handoffs,
+                d.nvlink_handoffs,
+                d.rdma_handoffs,
+                d.bytes_transferred as f64 / 1e9,
+                d.mean_transfer_ms,
+                d.max_transfer_ms,
+                d.lost_in_handoff
+            );
+        }
+        if let Some(p) = &self.peer_transfer {
+            let _ = writeln!(
+                o,
+                "\n| peer transfer | transfers | blocks | KV moved (GB) | recompute avoided (tokens) | mean transfer (ms) | source failed |"
+            );
+            let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|");
+            let _ = writeln!(
+                o,
+                "| | {} | {} | {:.2} | {} | {:.3} | {} |",
+                p.transfers,
+                p.blocks_transferred,
+                p.bytes_transferred as f64 / 1e9,
+                p.recompute_avoided_tokens,
+                p.mean_transfer_ms,
+                p.lost_to_source_failure
             );
         }
         if !self.recovery.is_empty() {

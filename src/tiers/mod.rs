@@ -18,9 +18,14 @@
 //! Invariants: a block is held at most once per tier of a worker ([`store::TierStore`]); bytes moved on
 //! a tier are blocks moved times the block's bytes per GPU times the GPUs of the worker.
 //!
+//! Between workers, [`interconnect`] moves KV over NVLink within a node and RDMA across nodes (the
+//! prefill-to-decode hand-off of disaggregated serving), and [`pricing::cost_to_place`] prices getting
+//! a prefix onto a worker from any source against recomputing it.
+//!
 //! The shared KV store of `gateway.session_state = "shared_tier"` (finished turns written, read back by
 //! any worker) is this module's `shared` tier.
 
+pub mod interconnect;
 pub mod link;
 pub mod pricing;
 pub mod store;

@@ -18,6 +18,7 @@
 
 mod invariants;
 pub mod kv_cache;
+pub mod role;
 pub mod sequence;
 mod steady;
 
@@ -132,6 +133,9 @@ pub struct StepOutcome {
     pub completed: Vec<Sequence>,
     /// Ids of the requests that emitted their first token, in batch order.
     pub first_tokens: Vec<u64>,
+    /// Prefill-only sequences whose prefill ended (their blocks released into the cache, `handed_off`
+    /// set): their KV goes to a decode worker.
+    pub handed_off: Vec<Sequence>,
 }
 
 /// One GPU replica.
@@ -349,7 +353,10 @@ impl Worker {
             && self.batch.len() == self.running.len()
             && self.reserved.len() as u32 >= self.kv_reserve_target
             && self.running.iter().all(|s| {
-                s.generated >= 1 && s.remaining() == 1 && s.runs.iter().all(|r| r.end <= s.computed)
+                !s.prefill_only
+                    && s.generated >= 1
+                    && s.remaining() == 1
+                    && s.runs.iter().all(|r| r.end <= s.computed)
             });
         self.steady_context = shape.context_tokens;
         let dt = self.scaled_step_time(&shape);
@@ -405,7 +412,9 @@ impl Worker {
                     self.pool.register(seq.blocks[b], seq.hashes[b]);
                 }
             }
-            if seq.computed == seq.num_tokens() {
+            if seq.prefill_only {
+                any_done |= seq.computed == seq.target();
+            } else if seq.computed == seq.num_tokens() {
                 seq.generated += 1;
                 if seq.generated == 1 {
                     seq.first_token = Some(now);
@@ -422,8 +431,15 @@ impl Worker {
         };
         if any_done {
             let mut kept = Vec::with_capacity(self.running.len());
-            for seq in self.running.drain(..) {
-                if seq.generated == seq.request.output_tokens {
+            for mut seq in self.running.drain(..) {
+                if seq.prefill_only && seq.computed == seq.target() {
+                    // The KV stays in this worker's prefix cache; the request moves on.
+                    self.pool.release(&seq.blocks);
+                    seq.blocks.clear();
+                    seq.prefill_only = false;
+                    seq.handed_off = seq.computed;
+                    outcome.handed_off.push(seq);
+                } else if seq.generated == seq.request.output_tokens {
                     self.pool.release(&seq.blocks);
                     outcome.completed.push(seq);
                 } else {
@@ -448,17 +464,25 @@ impl Worker {
             seq.hashes = seq.request.block_hashes(bs);
         }
         let num_tokens = seq.num_tokens();
-        // At least one token is always computed, to produce logits.
-        let max_hit = (((num_tokens - 1) / bs) as usize).min(seq.hashes.len());
+        let target = seq.target();
+        // At least one token is always computed, to produce logits (or, prefill only, to hand off).
+        let max_hit = ((target.saturating_sub(1) / bs) as usize).min(seq.hashes.len());
         let hit = if caching {
             self.pool.cached_prefix(&seq.hashes[..max_hit])
         } else {
             0
         };
-        let have = hit.max((seq.load_blocks as usize).min(max_hit));
+        let handed = seq.handed_off.min(num_tokens - 1);
+        // KV handed off by a prefill worker arrives with the sequence, like a load: its full blocks
+        // are registered at once, and only the last token is computed.
+        let have = if handed > 0 {
+            max_hit.min((handed / bs) as usize).max(hit)
+        } else {
+            hit.max((seq.load_blocks as usize).min(max_hit))
+        };
         let cached = hit as u32 * bs;
-        let start = have as u32 * bs;
-        let n = (num_tokens - start).min(budget);
+        let start = if handed > 0 { handed } else { have as u32 * bs };
+        let n = target.saturating_sub(start).min(budget);
         let hit_blocks: Vec<_> = seq.hashes[..hit]
             .iter()
             .map(|h| self.pool.lookup(*h).unwrap())
@@ -480,13 +504,18 @@ impl Worker {
             self.pool.register(seq.blocks[b], seq.hashes[b]);
         }
         seq.load_blocks = 0;
+        seq.handed_off = 0;
         seq.computed = start;
         if seq.cached_at_admission.is_none() {
             seq.cached_at_admission = Some(cached.min(seq.request.prompt_tokens));
             seq.loaded_tokens =
                 Some(start.min(seq.request.prompt_tokens) - cached.min(seq.request.prompt_tokens));
         }
-        self.attribute_recompute(&mut seq, have);
+        if handed > 0 {
+            seq.runs.clear(); // the prefill worker attributed what it computed
+        } else {
+            self.attribute_recompute(&mut seq, have);
+        }
         let _ = now;
         self.running.push(seq);
         Some(n)
@@ -640,6 +669,7 @@ impl Worker {
         seq.blocks.clear();
         seq.high_water = seq.high_water.max(seq.computed);
         seq.computed = 0;
+        seq.handed_off = 0;
         seq.preemptions += 1;
         self.preemptions += 1;
         let p = seq.request.priority;

@@ -60,6 +60,13 @@ pub struct Sequence {
     pub session_reset: bool,
     /// Prompt segments the gateway removed (history of a conversation that no longer exists).
     pub dropped_segments: usize,
+    /// Prefill only (a prefill worker of a disaggregated fleet): the worker computes the KV of every
+    /// token but the last and hands the request off ([`crate::worker::StepOutcome::handed_off`]) instead
+    /// of sampling.
+    pub prefill_only: bool,
+    /// Tokens whose KV arrived from a prefill worker (0: none): admitted with them computed, so the
+    /// first step computes the last token and samples (a decode step).
+    pub handed_off: u32,
     /// Token ranges being recomputed since the last admission, and why.
     pub runs: Vec<RecomputeRun>,
     pub recompute: Recompute,
@@ -92,6 +99,8 @@ impl Sequence {
             loaded_tokens: None,
             session_reset: false,
             dropped_segments: 0,
+            prefill_only: false,
+            handed_off: 0,
             runs: Vec::new(),
             recompute: Recompute::default(),
         }
@@ -102,9 +111,15 @@ impl Sequence {
         self.request.prompt_tokens + self.generated
     }
 
-    /// Tokens still to compute before the next sample.
+    /// Tokens to compute before this worker is done with the next token: all of them, or all but the
+    /// last for a prefill-only sequence.
+    pub fn target(&self) -> u32 {
+        self.num_tokens() - u32::from(self.prefill_only)
+    }
+
+    /// Tokens still to compute before the next sample (or, prefill only, before the hand-off).
     pub fn remaining(&self) -> u32 {
-        self.num_tokens() - self.computed
+        self.target() - self.computed
     }
 
     /// Blocks held by this sequence at most: prompt + output − 1 tokens of KV (the last sample is never fed back).
@@ -140,6 +155,7 @@ impl Sequence {
         self.high_water = 0;
         self.runs.clear();
         self.load_blocks = 0;
+        self.handed_off = 0;
     }
 
     /// Attributes the tokens `[from, to)` of a step's chunk to recompute causes, charging `seconds_per_token`.

@@ -170,3 +170,78 @@ proptest! {
         both_ways(&s, &format!("{o:?}"));
     }
 }
+
+/// Disaggregated fleets: hand-offs settle the decode worker before they enqueue on it, so the fast
+/// path matches stepping one by one with 1P:3D and 1P:1D, over NVLink and over slow RDMA.
+#[test]
+fn disaggregated_fleets_give_the_same_summary_both_ways() {
+    let path = scenario_path("disaggregation.toml");
+    for o in [
+        vec!["workers[0].prefill_workers=1"],
+        vec!["workers[0].prefill_workers=2"],
+        vec![
+            "workers[0].prefill_workers=2",
+            "interconnect.nvlink_gb_per_s=0.5",
+        ],
+    ] {
+        let mut o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
+        o.push("max_requests=600".into());
+        let s = Scenario::load(&path, &o).unwrap();
+        let out = both_ways(&s, &format!("{o:?}"));
+        assert!(out.bulk_steps > 0, "{o:?}: no steps applied in bulk");
+        assert!(out.summary.disaggregation.is_some());
+    }
+}
+
+/// Peer transfers settle their source and their destination: the fast path matches stepping one by
+/// one on the hot-prefix scenario with peers, and with a crash of a source.
+#[test]
+fn peer_transfers_give_the_same_summary_both_ways() {
+    let path = scenario_path("hot-prefix.toml");
+    for extra in [
+        vec![],
+        vec!["faults=[{kind=\"crash\",worker=0,at=\"5s\",restart_after=\"3s\"}]"],
+    ] {
+        let mut o = vec![
+            "max_requests=1200".to_string(),
+            "router.policy=\"round_robin\"".to_string(),
+            "interconnect.peer_transfer=true".to_string(),
+        ];
+        o.extend(extra.iter().map(|s| s.to_string()));
+        let s = Scenario::load(&path, &o).unwrap();
+        let out = both_ways(&s, &format!("{o:?}"));
+        assert!(out.summary.peer_transfer.as_ref().unwrap().transfers > 0);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
+
+    /// Random small disaggregated fleets under KV pressure with a fault of any kind on any worker.
+    #[test]
+    fn random_disaggregated_fleets_with_faults_give_the_same_summary_both_ways(
+        seed in 1u64..1_000_000,
+        workers in 2u32..5,
+        prefill in 1u32..4,
+        blocks in 300u32..3000,
+        rate in 1.0f64..12.0,
+        fault in (0usize..FAULTS.len(), 0u32..4, 1u32..20),
+    ) {
+        let (k, w, at) = fault;
+        let o: Vec<String> = vec![
+            format!("seed={seed}"),
+            format!("workers[0].count={workers}"),
+            format!("workers[0].prefill_workers={}", prefill.min(workers - 1)),
+            format!("workers[0].kv_blocks={blocks}"),
+            format!("workload.rate={rate}"),
+            "gateway.in_flight=\"retry\"".to_string(),
+            format!(
+                "faults=[{}]",
+                FAULTS[k].replace('W', &(w % workers).to_string()).replace('T', &format!("{at}s"))
+            ),
+        ];
+        let o: Vec<&str> = o.iter().map(String::as_str).collect();
+        let s = scenario(FLEET, &o);
+        both_ways(&s, &format!("{o:?}"));
+    }
+}
