@@ -20,8 +20,9 @@
 //!    the TTFT model has seen `min_samples` requests the scorer's composite fallback decides
 //!    (`kv 1 : queue 1 : prefix 1`, as when llm-d's sidecar is unavailable); until the TPOT model has,
 //!    TPOT is neutralised (headroom 0), as llm-d does for untrained TPOT.
-//! 3. **Headroom** = target − prediction (the scenario's `[slo]` stands for the per-request SLO headers;
-//!    without a target, headroom = −prediction).
+//! 3. **Headroom** = target − prediction (the scenario's `[slo]` stands for the per-request SLO headers,
+//!    `slo_headers = true`; without a target, headroom = −prediction). Streaming responses are assumed
+//!    (llm-d's `streamingMode: true`: TTFT trained on the first chunk, TPOT at the end of the stream).
 //! 4. **Filters**, in the chart's order: prefix-cache affinity at 0.99 (keep the workers whose prefix
 //!    score reaches it, unless the best of them is predicted more than `max_ttft_penalty` slower than
 //!    the best other worker; skipped with probability `affinity_exploration`), the SLO-headroom tier
@@ -95,6 +96,15 @@ pub struct LlmDPredictedParams {
     /// Prompt blocks the prefix score looks at, at most (0: all), as `llm_d`.
     #[serde(default = "max_prefix_blocks")]
     pub max_prefix_blocks: u32,
+    /// Whether requests carry the scenario's `[slo]` as SLO headers. Without them llm-d's headroom is
+    /// `−prediction` for every worker, so the scorer's negative-headroom path picks idle workers first,
+    /// then the lowest predicted latency.
+    #[serde(default = "yes")]
+    pub slo_headers: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn ttft_weight() -> NonNegative {
@@ -139,6 +149,7 @@ impl Default for LlmDPredictedParams {
             min_samples: min_samples(),
             forgetting: forgetting(),
             max_prefix_blocks: max_prefix_blocks(),
+            slo_headers: yes(),
         }
     }
 }
@@ -410,8 +421,9 @@ impl RoutingPolicy for LlmDPredicted {
         let blocks = input.prompt_blocks.min(cap);
         let predicting = self.trained(&self.ttft_model);
         let tpot_trained = self.trained(&self.tpot_model);
-        let ttft_slo = self.targets.ttft.map(|d| d.as_secs_f64() * 1e3);
-        let tpot_slo = self.targets.tpot.map(|d| d.as_secs_f64() * 1e3);
+        let headers = self.params.slo_headers;
+        let ttft_slo = self.targets.ttft.filter(|_| headers).map(|d| d.as_secs_f64() * 1e3);
+        let tpot_slo = self.targets.tpot.filter(|_| headers).map(|d| d.as_secs_f64() * 1e3);
         self.last.clear();
         for w in input.workers {
             let prefix = if blocks == 0 {
