@@ -40,9 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use super::in_flight::InFlight;
 use super::online_linear::OnlineLinear;
-use super::{
-    Decision, FleetInfo, LatencyTargets, Observation, RouteInput, Routed, RoutingPolicy,
-};
+use super::{Decision, FleetInfo, LatencyTargets, Observation, RouteInput, Routed, RoutingPolicy};
 use crate::config::{Fraction, NonNegative};
 use crate::rng::SimRng;
 use crate::time::{SimDuration, SimTime};
@@ -327,9 +325,11 @@ impl LlmDPredicted {
             (0.5, 0.5)
         };
         let range = |f: &dyn Fn(usize) -> f64| {
-            bucket.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &w| {
-                (lo.min(f(w)), hi.max(f(w)))
-            })
+            bucket
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &w| {
+                    (lo.min(f(w)), hi.max(f(w)))
+                })
         };
         let (t_lo, t_hi) = range(&|w| c[w].ttft_headroom.abs());
         let (p_lo, p_hi) = range(&|w| c[w].tpot_headroom.abs());
@@ -363,7 +363,12 @@ impl LlmDPredicted {
     }
 
     /// The scorer's composite fallback (no predictions): `kv 1 : queue 1 : prefix 1`.
-    fn composite(&self, cands: &[usize], c: &[Candidate], ws: &[WorkerSnapshot]) -> Vec<(usize, f64)> {
+    fn composite(
+        &self,
+        cands: &[usize],
+        c: &[Candidate],
+        ws: &[WorkerSnapshot],
+    ) -> Vec<(usize, f64)> {
         let max_q = cands.iter().map(|&w| ws[w].queued).max().unwrap_or(0);
         cands
             .iter()
@@ -422,8 +427,16 @@ impl RoutingPolicy for LlmDPredicted {
         let predicting = self.trained(&self.ttft_model);
         let tpot_trained = self.trained(&self.tpot_model);
         let headers = self.params.slo_headers;
-        let ttft_slo = self.targets.ttft.filter(|_| headers).map(|d| d.as_secs_f64() * 1e3);
-        let tpot_slo = self.targets.tpot.filter(|_| headers).map(|d| d.as_secs_f64() * 1e3);
+        let ttft_slo = self
+            .targets
+            .ttft
+            .filter(|_| headers)
+            .map(|d| d.as_secs_f64() * 1e3);
+        let tpot_slo = self
+            .targets
+            .tpot
+            .filter(|_| headers)
+            .map(|d| d.as_secs_f64() * 1e3);
         self.last.clear();
         for w in input.workers {
             let prefix = if blocks == 0 {
@@ -618,7 +631,10 @@ mod tests {
         let d = p.route(&input(&r, &ws, &hashes), &mut rng).unwrap();
         assert!((p.last[0].ttft_ms - 520.0).abs() < 1.0, "{:?}", p.last[0]);
         assert!((p.last[1].ttft_ms - 120.0).abs() < 1.0, "{:?}", p.last[1]);
-        assert_eq!(d.reason, "predicted-latency headroom (llm-d latency scorer)");
+        assert_eq!(
+            d.reason,
+            "predicted-latency headroom (llm-d latency scorer)"
+        );
         // The tier filter keeps worker 1 unless it explores (1%): over 100 draws worker 1 dominates.
         let mut ones = 0;
         for _ in 0..100 {

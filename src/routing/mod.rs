@@ -28,8 +28,8 @@ mod sglang_cache_aware;
 pub mod spec;
 pub mod view;
 
-use crate::request::Request;
 use crate::hardware::PerfModel;
+use crate::request::Request;
 use crate::rng::SimRng;
 use crate::time::{SimDuration, SimTime};
 use crate::worker::WorkerSnapshot;

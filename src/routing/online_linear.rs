@@ -62,8 +62,8 @@ impl OnlineLinear {
             return;
         }
         let err = y - self.predict(x);
-        for i in 0..n {
-            self.theta[i] += px[i] / denom * err;
+        for (t, k) in self.theta.iter_mut().zip(&px) {
+            *t += k / denom * err;
         }
         // P = (P − k xᵀ P) / λ, with xᵀP = (Px)ᵀ as P is symmetric.
         for i in 0..n {

@@ -165,8 +165,7 @@ pub fn predict(
     ttft += short * drain_s;
 
     let batch_after = ((decodes + 1).min(max_seqs)) as f64;
-    let mean_ctx = (load.batch_context_tokens.max(0.0) * decodes as f64
-        + f64::from(prompt_tokens))
+    let mean_ctx = (load.batch_context_tokens.max(0.0) * decodes as f64 + f64::from(prompt_tokens))
         / (decodes as f64 + 1.0);
     let tpot = perf.decode_step_seconds(batch_after as u64, mean_ctx.round() as u64);
     Prediction {
@@ -320,7 +319,10 @@ impl RoutingPolicy for PredictedLatency {
                 self.ledger.first_token(request, at);
             }
             Observation::Finished {
-                request, worker, at, ..
+                request,
+                worker,
+                at,
+                ..
             } => {
                 if let Some(c) = self.ledger.remove(request)
                     && let Some(first) = c.first_token
@@ -409,7 +411,10 @@ mod tests {
         s2.add(1808, 0);
         s2.add(2000, 0);
         let expected = p.perf.step_seconds(&s1) + p.perf.step_seconds(&s2);
-        assert!((pred.ttft_s - expected).abs() < 1e-12, "{pred:?} vs {expected}");
+        assert!(
+            (pred.ttft_s - expected).abs() < 1e-12,
+            "{pred:?} vs {expected}"
+        );
         // 100 sequences decoding at 500 tokens of context: half a decode step in flight, then one step
         // of the 100 decodes with our 1,000 tokens; TPOT is a 101-sequence decode at the mean context
         // (100 · 500 + 1,000) / 101 = 505 (rounded).
@@ -453,7 +458,10 @@ mod tests {
 
     #[test]
     fn stale_signals_give_way_to_the_ledger() {
-        assert_eq!(signal_trust(SimDuration::ZERO, SimDuration::from_secs(1)), 1.0);
+        assert_eq!(
+            signal_trust(SimDuration::ZERO, SimDuration::from_secs(1)),
+            1.0
+        );
         assert_eq!(
             signal_trust(SimDuration::from_secs(2), SimDuration::from_secs(1)),
             0.25
@@ -507,7 +515,9 @@ mod tests {
         let mut rng = crate::rng::from_u64(1);
         // Worker 1 holds 4,096 of the 4,200 tokens: far less to compute there.
         let r = request(1, 4200);
-        let d = p.route(&input(&r, &ws, &[0, 256], &hashes), &mut rng).unwrap();
+        let d = p
+            .route(&input(&r, &ws, &[0, 256], &hashes), &mut rng)
+            .unwrap();
         assert_eq!(d.worker, 1);
         // 40,000 uncached tokens already queued on worker 1 (sent by the router, no first token yet):
         // five full steps there cost more than one 4,200-token prefill on idle worker 0.
@@ -521,7 +531,9 @@ mod tests {
                 now: SimTime::ZERO,
             });
         }
-        let d = p.route(&input(&r, &ws, &[0, 256], &hashes), &mut rng).unwrap();
+        let d = p
+            .route(&input(&r, &ws, &[0, 256], &hashes), &mut rng)
+            .unwrap();
         assert_eq!(d.worker, 0);
         // Their first tokens come back: the queue is gone and worker 1 wins again.
         for i in 0..5 {
@@ -531,7 +543,9 @@ mod tests {
                 at: SimTime(1),
             });
         }
-        let d = p.route(&input(&r, &ws, &[0, 256], &hashes), &mut rng).unwrap();
+        let d = p
+            .route(&input(&r, &ws, &[0, 256], &hashes), &mut rng)
+            .unwrap();
         assert_eq!(d.worker, 1);
     }
 }

@@ -266,11 +266,7 @@ fn hot_prefix_predicted_latency_beats_llm_d_on_p95_ttft_under_events() {
         predicted.ttft_ms.p95,
         llm_d.ttft_ms.p95
     );
-    assert!(
-        predicted.goodput.fraction > 0.99,
-        "{:?}",
-        predicted.goodput
-    );
+    assert!(predicted.goodput.fraction > 0.99, "{:?}", predicted.goodput);
 }
 
 /// Both predictive routers give the same bytes for the same seed (their models learn from simulated
@@ -280,7 +276,11 @@ fn predictive_routers_are_deterministic() {
     for policy in ["predicted_latency", "llm_d_predicted"] {
         let a = compare_on("predictive-routing.toml", "40s", policy);
         let b = compare_on("predictive-routing.toml", "40s", policy);
-        assert!(a[0].requests.completed > 1000, "{policy}: {:?}", a[0].requests);
+        assert!(
+            a[0].requests.completed > 1000,
+            "{policy}: {:?}",
+            a[0].requests
+        );
         assert_eq!(
             serde_json::to_string(&a[0]).unwrap(),
             serde_json::to_string(&b[0]).unwrap(),
