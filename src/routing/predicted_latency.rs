@@ -32,7 +32,6 @@ use super::{
 };
 use crate::config::NonNegative;
 use crate::hardware::StepShape;
-use crate::request::Request;
 use crate::rng::SimRng;
 use crate::time::SimDuration;
 use crate::worker::WorkerSnapshot;
@@ -339,8 +338,6 @@ impl RoutingPolicy for PredictedLatency {
         }
     }
 
-    fn on_finished(&mut self, _request: &Request, _worker: usize) {}
-
     fn on_request_failed(&mut self, request: u64, _worker: usize) {
         self.ledger.remove(request);
     }
@@ -354,6 +351,7 @@ impl RoutingPolicy for PredictedLatency {
 mod tests {
     use super::*;
     use crate::hardware::{GpuId, ModelId, PerfModel, Precision};
+    use crate::request::Request;
     use crate::request::Segment;
     use crate::routing::test_support::snapshots;
     use crate::time::SimTime;
