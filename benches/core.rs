@@ -162,7 +162,7 @@ fn routing_decision(c: &mut Criterion) {
                     let d = router.route(now, &req, &hashes, &snapshots).unwrap();
                     router.record(now, &req, d, &hashes, 0, 0);
                     // Finished at once, so stateful policies (dynamo_kv's ledger) stay at steady state.
-                    router.on_finished(&req, d.worker);
+                    router.on_finished(now, &req, d.worker);
                     black_box(d.worker)
                 });
             });

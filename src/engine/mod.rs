@@ -295,7 +295,24 @@ impl Simulation {
         let snapshots = workers.iter().map(Worker::snapshot).collect();
         let blocks: Vec<u32> = workers.iter().map(|w| w.pool.total()).collect();
         let block_size = workers.first().map_or(16, |w| w.params.block_size);
-        let router = Router::new(router, seed, &blocks, block_size);
+        let mut router = Router::new(router, seed, &blocks, block_size);
+        let profiles: Vec<crate::routing::WorkerProfile> = workers
+            .iter()
+            .map(|w| crate::routing::WorkerProfile {
+                perf: w.perf.clone(),
+                max_num_batched_tokens: w.params.max_num_batched_tokens,
+                max_num_seqs: w.params.max_num_seqs,
+                block_size: w.params.block_size,
+                total_blocks: w.pool.total(),
+            })
+            .collect();
+        router.set_fleet(&crate::routing::FleetInfo {
+            workers: &profiles,
+            targets: crate::routing::LatencyTargets {
+                ttft: collector.slo.ttft,
+                tpot: collector.slo.tpot,
+            },
+        });
         let n = workers.len();
         let mut workers = workers;
         if router.wants_kv_events() {
@@ -757,12 +774,12 @@ impl Simulation {
         self.forward_kv_events(w);
         let t = self.prof.start();
         for &id in &outcome.first_tokens {
-            self.router.on_first_token(id, w);
+            self.router.on_first_token(self.now, id, w);
         }
         self.prof.stop(Phase::Routing, t);
         for seq in outcome.completed {
             let t = self.prof.start();
-            self.router.on_finished(&seq.request, w);
+            self.router.on_finished(self.now, &seq.request, w);
             self.gateway.on_success(w);
             self.prof.stop(Phase::Routing, t);
             if self.gateway.spec.session_state == SessionState::SharedTier {

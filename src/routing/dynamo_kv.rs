@@ -214,6 +214,7 @@ mod tests {
             prefix_owner: None,
             workers: ws,
             now: SimTime::ZERO,
+            load_age: crate::time::SimDuration::ZERO,
         };
         let w = p.route(&input, rng).unwrap().worker;
         p.on_routed(&Routed {
@@ -320,6 +321,7 @@ mod tests {
                 prefix_owner: None,
                 workers: &ws,
                 now: SimTime::ZERO,
+                load_age: crate::time::SimDuration::ZERO,
             };
             p.cost(&input, w)
         };

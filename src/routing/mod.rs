@@ -10,11 +10,15 @@ mod active_sequences;
 mod cache_index;
 mod consistent_hash;
 mod dynamo_kv;
+mod in_flight;
 mod least_kv;
 mod least_outstanding;
 mod llm_d;
+mod llm_d_predicted;
+mod online_linear;
 mod pick;
 mod power_of_two;
+pub mod predicted_latency;
 mod prefix_aware;
 mod random;
 mod round_robin;
@@ -24,9 +28,10 @@ mod sglang_cache_aware;
 pub mod spec;
 pub mod view;
 
+use crate::hardware::PerfModel;
 use crate::request::Request;
 use crate::rng::SimRng;
-use crate::time::SimTime;
+use crate::time::{SimDuration, SimTime};
 use crate::worker::WorkerSnapshot;
 
 pub use active_sequences::ActiveSequences;
@@ -36,7 +41,9 @@ pub use dynamo_kv::DynamoKv;
 pub use least_kv::LeastKv;
 pub use least_outstanding::LeastOutstanding;
 pub use llm_d::{LlmD, LlmDPreciseParams};
+pub use llm_d_predicted::LlmDPredicted;
 pub use power_of_two::PowerOfTwo;
+pub use predicted_latency::PredictedLatency;
 pub use prefix_aware::PrefixAware;
 pub use random::RandomChoice;
 pub use round_robin::RoundRobin;
@@ -74,6 +81,9 @@ pub struct RouteInput<'a> {
     /// The workers, indexed by id.
     pub workers: &'a [WorkerSnapshot],
     pub now: SimTime,
+    /// How long ago the engines published the queue, running and KV numbers in `workers`
+    /// (`load_refresh`; zero when they are fresh). `outstanding` and `up` are always current.
+    pub load_age: SimDuration,
 }
 
 impl RouteInput<'_> {
@@ -124,6 +134,64 @@ pub trait RoutingPolicy: Send {
     /// Told when `worker` went down: state the policy keeps about that worker (requests in flight,
     /// cached-prefix memory) must be forgotten, as a real router does when a worker leaves its pool.
     fn on_worker_down(&mut self, _worker: usize) {}
+
+    /// Told once, before the first request, what the gateway is configured with about the fleet: each
+    /// worker's step model and engine limits, and the latency targets.
+    fn on_fleet(&mut self, _fleet: &FleetInfo) {}
+
+    /// Told, with the time, what the gateway saw of a request it routed: its first token, then its
+    /// end. The same information as [`RoutingPolicy::on_first_token`] and
+    /// [`RoutingPolicy::on_finished`], timed, for policies that learn latencies.
+    fn on_observed(&mut self, _obs: &Observation) {}
+}
+
+/// What the gateway is configured with about one worker: its step model and engine limits. Static
+/// deployment facts (a real gateway is told the model server's hardware and flags), not live state.
+#[derive(Clone, Debug)]
+pub struct WorkerProfile {
+    pub perf: PerfModel,
+    /// Token budget of one engine step.
+    pub max_num_batched_tokens: u32,
+    /// Sequences in one step at most.
+    pub max_num_seqs: u32,
+    /// Tokens per KV block.
+    pub block_size: u32,
+    /// KV blocks of the worker.
+    pub total_blocks: u32,
+}
+
+/// The latency targets requests are routed against (the scenario's `[slo]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LatencyTargets {
+    pub ttft: Option<SimDuration>,
+    pub tpot: Option<SimDuration>,
+}
+
+/// What [`RoutingPolicy::on_fleet`] tells a policy.
+#[derive(Clone, Copy, Debug)]
+pub struct FleetInfo<'a> {
+    /// Indexed by worker id.
+    pub workers: &'a [WorkerProfile],
+    pub targets: LatencyTargets,
+}
+
+/// A latency observation the gateway makes on a request it routed (a streaming response's first chunk,
+/// its end of stream).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Observation {
+    /// The first output token of `request` came back from `worker` at `at`.
+    FirstToken {
+        request: u64,
+        worker: usize,
+        at: SimTime,
+    },
+    /// `request` finished on `worker` at `at`, having streamed `output_tokens` tokens.
+    Finished {
+        request: u64,
+        worker: usize,
+        at: SimTime,
+        output_tokens: u32,
+    },
 }
 
 /// What the router tells a policy about a request it has just sent.
@@ -199,6 +267,7 @@ pub(crate) mod test_support {
                 prefix_owner: None,
                 workers,
                 now: SimTime::ZERO,
+                load_age: SimDuration::ZERO,
             },
             rng,
         )
@@ -236,6 +305,7 @@ pub(crate) mod test_support {
             prefix_owner: None,
             workers,
             now: req.arrival,
+            load_age: SimDuration::ZERO,
         };
         p.route(&input, &mut crate::rng::from_u64(0)).unwrap()
     }

@@ -5,10 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use super::spec::RouterSpec;
 use super::view::CacheView;
-use super::{Decision, RouteInput, Routed, RoutingPolicy};
+use super::{Decision, FleetInfo, Observation, RouteInput, Routed, RoutingPolicy};
 use crate::request::Request;
 use crate::rng::{self, SimRng};
-use crate::time::SimTime;
+use crate::time::{SimDuration, SimTime};
 use crate::worker::WorkerSnapshot;
 use crate::worker::kv_cache::KvEvent;
 
@@ -155,6 +155,10 @@ impl Router {
                 prefix_owner = v.attributed(prompt_hashes[longest - 1]);
             }
         }
+        let load_age = match self.last_refresh {
+            Some(t) if interval.0 > 0 => now - t,
+            _ => SimDuration::ZERO,
+        };
         let input = RouteInput {
             request,
             prompt_blocks: prompt_hashes.len() as u32,
@@ -164,6 +168,7 @@ impl Router {
             prefix_owner,
             workers,
             now,
+            load_age,
         };
         let decision = self.policy.route(&input, &mut self.rng)?;
         debug_assert!(
@@ -223,9 +228,19 @@ impl Router {
         });
     }
 
-    /// The first token of `request` (an id) routed by this router came back from `worker`.
-    pub fn on_first_token(&mut self, request: u64, worker: usize) {
+    /// Tells the policy what the gateway is configured with about the fleet (before the first request).
+    pub fn set_fleet(&mut self, fleet: &FleetInfo) {
+        self.policy.on_fleet(fleet);
+    }
+
+    /// The first token of `request` (an id) routed by this router came back from `worker` at `now`.
+    pub fn on_first_token(&mut self, now: SimTime, request: u64, worker: usize) {
         self.policy.on_first_token(request, worker);
+        self.policy.on_observed(&Observation::FirstToken {
+            request,
+            worker,
+            at: now,
+        });
     }
 
     /// Whether the router's cache picture is the workers' truth.
@@ -235,9 +250,15 @@ impl Router {
             .is_some_and(|v| v.kind() == super::view::ViewKind::Oracle)
     }
 
-    /// A request routed by this router finished on `worker`.
-    pub fn on_finished(&mut self, request: &Request, worker: usize) {
+    /// A request routed by this router finished on `worker` at `now`.
+    pub fn on_finished(&mut self, now: SimTime, request: &Request, worker: usize) {
         self.policy.on_finished(request, worker);
+        self.policy.on_observed(&Observation::Finished {
+            request: request.id,
+            worker,
+            at: now,
+            output_tokens: request.output_tokens,
+        });
     }
 
     /// A request routed to `worker` ended without finishing there (rejected after routing, lost in a
@@ -302,11 +323,11 @@ mod tests {
         assert_eq!(sorted, [0, 1, 2, 3], "one request per worker");
         // Request 2 finishes: the next request goes to its worker, the only one with nothing active
         // (cost 20 + 20 against 40 + 20 + 20 elsewhere).
-        router.on_finished(&req(2, 2), at[2]);
+        router.on_finished(SimTime::ZERO, &req(2, 2), at[2]);
         assert_eq!(send(&mut router, &req(9, 9), &ws), at[2]);
         // Request 0's first token comes back: its worker loses its 20 pending prefill blocks (cost
         // 20 + 20 + 20 = 60 against 40 + 20 + 20 = 80 on the others).
-        router.on_first_token(0, at[0]);
+        router.on_first_token(SimTime::ZERO, 0, at[0]);
         assert_eq!(send(&mut router, &req(10, 10), &ws), at[0]);
     }
 

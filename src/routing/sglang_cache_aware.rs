@@ -144,6 +144,7 @@ mod tests {
             prefix_owner: owner,
             workers: ws,
             now: SimTime::ZERO,
+            load_age: crate::time::SimDuration::ZERO,
         };
         p.route(&input, &mut from_u64(0)).unwrap().worker
     }

@@ -10,13 +10,16 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::consistent_hash::ConsistentHashParams;
 use super::dynamo_kv::DynamoParams;
 use super::llm_d::{LlmDParams, LlmDPreciseParams};
+use super::llm_d_predicted::LlmDPredictedParams;
+use super::predicted_latency::PredictedLatencyParams;
 use super::prefix_aware::PrefixAwareParams;
 use super::session_affinity::SessionAffinityParams;
 use super::sglang_cache_aware::SglangParams;
 use super::view::ViewKind;
 use super::{
-    ConsistentHash, DynamoKv, LeastKv, LeastOutstanding, LlmD, PowerOfTwo, PrefixAware,
-    RandomChoice, RoundRobin, RoutingPolicy, SessionAffinity, SglangCacheAware,
+    ConsistentHash, DynamoKv, LeastKv, LeastOutstanding, LlmD, LlmDPredicted, PowerOfTwo,
+    PredictedLatency, PrefixAware, RandomChoice, RoundRobin, RoutingPolicy, SessionAffinity,
+    SglangCacheAware,
 };
 use crate::config::{PositiveInt, toml_value};
 use crate::time::SimDuration;
@@ -49,6 +52,10 @@ pub enum PolicyConfig {
     SglangCacheAware(SglangParams),
     /// Dynamo's KV-router cost.
     DynamoKv(DynamoParams),
+    /// Per worker, TTFT and TPOT predicted with the worker's own step model; best against the SLO.
+    PredictedLatency(PredictedLatencyParams),
+    /// llm-d's predicted-latency scheduling profile (online-trained TTFT/TPOT models, SLO headroom).
+    LlmDPredicted(LlmDPredictedParams),
 }
 
 impl Default for PolicyConfig {
@@ -59,7 +66,7 @@ impl Default for PolicyConfig {
 
 impl PolicyConfig {
     /// Names of every policy, for `fleetsim catalog`.
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: [&'static str; 14] = [
         "round_robin",
         "random",
         "least_outstanding",
@@ -72,6 +79,8 @@ impl PolicyConfig {
         "llm_d_precise",
         "sglang_cache_aware",
         "dynamo_kv",
+        "predicted_latency",
+        "llm_d_predicted",
     ];
 
     /// The policy's name.
@@ -89,6 +98,8 @@ impl PolicyConfig {
             PolicyConfig::LlmDPrecise(_) => "llm_d_precise",
             PolicyConfig::SglangCacheAware(_) => "sglang_cache_aware",
             PolicyConfig::DynamoKv(_) => "dynamo_kv",
+            PolicyConfig::PredictedLatency(_) => "predicted_latency",
+            PolicyConfig::LlmDPredicted(_) => "llm_d_predicted",
         }
     }
 
@@ -107,16 +118,24 @@ impl PolicyConfig {
             PolicyConfig::LlmDPrecise(p) => Box::new(LlmD::precise(p)),
             PolicyConfig::SglangCacheAware(p) => Box::new(SglangCacheAware::new(p.clone())),
             PolicyConfig::DynamoKv(p) => Box::new(DynamoKv::new(p.clone())),
+            PolicyConfig::PredictedLatency(p) => Box::new(PredictedLatency::new(p.clone())),
+            PolicyConfig::LlmDPredicted(p) => Box::new(LlmDPredicted::new(p.clone())),
         }
     }
 
     /// The knowledge model the production router this preset reproduces uses: SGLang's and llm-d's
     /// default prefix scorers learn from their own routing (approximate); Dynamo and llm-d's precise
-    /// scorer consume the workers' KV events; `prefix_aware` defaults to the truth.
+    /// scorer consume the workers' KV events; `prefix_aware` defaults to the truth. `llm_d_predicted`
+    /// takes its prefix scores from llm-d's default (approximate) prefix producer; `predicted_latency`
+    /// reads KV events, as an event-fed router in production does.
     pub fn default_view(&self) -> ViewKind {
         match self {
-            PolicyConfig::LlmD(_) | PolicyConfig::SglangCacheAware(_) => ViewKind::Approximate,
-            PolicyConfig::DynamoKv(_) | PolicyConfig::LlmDPrecise(_) => ViewKind::Events,
+            PolicyConfig::LlmD(_)
+            | PolicyConfig::SglangCacheAware(_)
+            | PolicyConfig::LlmDPredicted(_) => ViewKind::Approximate,
+            PolicyConfig::DynamoKv(_)
+            | PolicyConfig::LlmDPrecise(_)
+            | PolicyConfig::PredictedLatency(_) => ViewKind::Events,
             _ => ViewKind::Oracle,
         }
     }
@@ -391,6 +410,7 @@ mod tests {
                         prefix_owner: Some(i as usize % n),
                         workers: &ws,
                         now: req.arrival,
+                        load_age: SimDuration::ZERO,
                     };
                     let d = p.route(&input, &mut rng);
                     match d {

@@ -245,3 +245,48 @@ fn hot_prefix_llm_d_weights_and_prefix_window_decide_the_collapse() {
         assert!(max_share(s) > max_share(whole_prompt));
     }
 }
+
+/// `predicted_latency` prices each worker by its own step model: the queue of prompt work the gateway
+/// sent there, the prompt's uncached part, and the decode batch. On `hot-prefix` it keeps the hot
+/// requests on prefix holders only while their queue costs less than recomputing the 4,096-token
+/// prefix elsewhere, which `llm_d`'s fixed 3 : 2 : 2 weights cannot express: fed the same KV events,
+/// `llm_d` waits longer at p95 on this seed (11; measured over the full 10 minutes: 26.9 ms against
+/// 28.9). The margin is small and seed-dependent (docs/routing.md: on seed 13 `llm_d` with events is
+/// 0.6 ms ahead); against `llm_d`'s default approximate view the gap is about 35% on every seed.
+#[test]
+fn hot_prefix_predicted_latency_beats_llm_d_on_p95_ttft_under_events() {
+    let r = compare_on(
+        "hot-prefix.toml",
+        "3m",
+        "predicted_latency,llm_d:view=events",
+    );
+    let (predicted, llm_d) = (&r[0], &r[1]);
+    assert_eq!(predicted.requests.arrived, llm_d.requests.arrived);
+    assert!(
+        predicted.ttft_ms.p95 < llm_d.ttft_ms.p95,
+        "predicted_latency p95 {} vs llm_d (events) {}",
+        predicted.ttft_ms.p95,
+        llm_d.ttft_ms.p95
+    );
+    assert!(predicted.goodput.fraction > 0.99, "{:?}", predicted.goodput);
+}
+
+/// Both predictive routers give the same bytes for the same seed (their models learn from simulated
+/// observations, whose order is fixed by the event queue).
+#[test]
+fn predictive_routers_are_deterministic() {
+    for policy in ["predicted_latency", "llm_d_predicted"] {
+        let a = compare_on("predictive-routing.toml", "40s", policy);
+        let b = compare_on("predictive-routing.toml", "40s", policy);
+        assert!(
+            a[0].requests.completed > 1000,
+            "{policy}: {:?}",
+            a[0].requests
+        );
+        assert_eq!(
+            serde_json::to_string(&a[0]).unwrap(),
+            serde_json::to_string(&b[0]).unwrap(),
+            "{policy}"
+        );
+    }
+}
