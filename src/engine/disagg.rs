@@ -151,8 +151,8 @@ impl Simulation {
     /// transfer is booked on both sides' ports.
     pub(super) fn begin_handoff(&mut self, p: usize, seq: Sequence) {
         let id = seq.request.id;
-        self.router.on_first_token(id, p);
-        self.router.on_finished(&seq.request, p);
+        self.router.on_first_token(self.now, id, p);
+        self.router.on_finished(self.now, &seq.request, p);
         self.gateway.on_success(p);
         for (w, (snap, worker)) in self.snapshots.iter_mut().zip(&self.workers).enumerate() {
             *snap = worker.snapshot();
