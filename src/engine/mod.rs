@@ -661,17 +661,17 @@ impl Simulation {
         }
     }
 
-    /// The longest cached prefix of `hashes` on any live worker other than `w`, if longer than `w`'s own
-    /// (else 0): what a cache-aware router could have reused. Costs one lookup per worker unless another
-    /// worker really has a longer prefix, never a scan of the fleet's caches.
+    /// [`Simulation::best_prefix_beyond`], finding `w`'s own prefix first.
     #[cfg(test)]
     fn best_prefix_elsewhere(&self, w: usize, hashes: &[u64]) -> usize {
         let local = self.workers[w].pool.cached_prefix(hashes);
         self.best_prefix_beyond(w, hashes, local)
     }
 
-    /// [`Simulation::best_prefix_elsewhere`] given `local`, the leading blocks of `hashes` that `w`
-    /// itself holds.
+    /// The longest cached prefix of `hashes` on any live worker other than `w`, if longer than `local`,
+    /// the leading blocks of `hashes` that `w` itself holds (else 0): what a cache-aware router could
+    /// have reused. Costs one lookup per worker unless another worker really has a longer prefix, never
+    /// a scan of the fleet's caches.
     fn best_prefix_beyond(&self, w: usize, hashes: &[u64], local: usize) -> usize {
         let Some(&next) = hashes.get(local) else {
             return 0; // `w` holds the whole prompt: nobody holds more
