@@ -608,8 +608,12 @@ impl Simulation {
         };
         let w = decision.worker;
         seq.prefill_only = stage == Some(disagg::Stage::Prefill) && self.is_prefill_worker(w);
+        // What `w` holds of the prompt, computed once: the router's record and the enqueue below both
+        // need it (settling `w` in between applies only pure decode steps, which cache nothing).
+        let mut local_prefix = None;
         if forced.is_none() {
             let local = self.workers[w].pool.cached_prefix(&hashes[..prompt_blocks]);
+            local_prefix = Some(local);
             let outstanding = self.snapshots[w].outstanding;
             self.router.record(
                 self.now,
@@ -684,7 +688,11 @@ impl Simulation {
             };
             let prompt_blocks = (seq.request.prompt_tokens / params.block_size) as usize;
             let prompt_hashes = &seq.hashes[..prompt_blocks.min(seq.hashes.len())];
-            seq.elsewhere_blocks = self.best_prefix_elsewhere(w, prompt_hashes) as u32;
+            let local = match local_prefix {
+                Some(l) if params.block_size == block_size => l,
+                _ => self.workers[w].pool.cached_prefix(prompt_hashes),
+            };
+            seq.elsewhere_blocks = self.best_prefix_beyond(w, prompt_hashes, local) as u32;
             if !self.lost.is_empty() {
                 let lost = prompt_hashes
                     .iter()
@@ -749,11 +757,18 @@ impl Simulation {
         }
     }
 
-    /// The longest cached prefix of `hashes` on any live worker other than `w`, if longer than `w`'s own
-    /// (else 0): what a cache-aware router could have reused. Costs one lookup per worker unless another
-    /// worker really has a longer prefix, never a scan of the fleet's caches.
+    /// [`Simulation::best_prefix_beyond`], finding `w`'s own prefix first.
+    #[cfg(test)]
     fn best_prefix_elsewhere(&self, w: usize, hashes: &[u64]) -> usize {
         let local = self.workers[w].pool.cached_prefix(hashes);
+        self.best_prefix_beyond(w, hashes, local)
+    }
+
+    /// The longest cached prefix of `hashes` on any live worker other than `w`, if longer than `local`,
+    /// the leading blocks of `hashes` that `w` itself holds (else 0): what a cache-aware router could
+    /// have reused. Costs one lookup per worker unless another worker really has a longer prefix, never
+    /// a scan of the fleet's caches.
+    fn best_prefix_beyond(&self, w: usize, hashes: &[u64], local: usize) -> usize {
         let Some(&next) = hashes.get(local) else {
             return 0; // `w` holds the whole prompt: nobody holds more
         };

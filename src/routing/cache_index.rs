@@ -5,15 +5,22 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-/// The workers holding one block: a bitmask for workers 0–63 and a list for the rest (empty, hence not
-/// allocated, in fleets of up to 64 workers), and the holder this block is attributed to: the first
-/// worker stored, replaced by the lowest remaining holder when it goes (a radix tree node's tenant).
+/// The workers holding one block: a bitmask for workers 0–63 and a boxed list for the rest (`None`,
+/// hence not allocated, in fleets of up to 64 workers), and the holder this block is attributed to: the
+/// first worker stored, replaced by the lowest remaining holder when it goes (a radix tree node's
+/// tenant). 24 bytes (a bare `Vec` would make it 40): the index holds one per distinct cached block of
+/// the whole fleet, so its size is most of a cache-aware router's memory.
 #[derive(Debug, Default, Clone)]
 struct Holders {
     mask: u64,
-    more: Vec<u32>,
+    // Boxed on purpose: a thin pointer keeps the struct at 24 bytes; the extra allocation happens
+    // only for blocks held by a worker past 63.
+    #[allow(clippy::box_collection)]
+    more: Option<Box<Vec<u32>>>,
     first: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<Holders>() == 24);
 
 impl Holders {
     fn insert(&mut self, w: u32) -> bool {
@@ -21,24 +28,30 @@ impl Holders {
             let had = self.mask & (1 << w) != 0;
             self.mask |= 1 << w;
             !had
-        } else if self.more.contains(&w) {
-            false
         } else {
-            self.more.push(w);
-            true
+            let more = self.more.get_or_insert_with(Box::default);
+            if more.contains(&w) {
+                false
+            } else {
+                more.push(w);
+                true
+            }
         }
     }
 
     fn remove(&mut self, w: u32) {
         if w < 64 {
             self.mask &= !(1 << w);
-        } else {
-            self.more.retain(|&x| x != w);
+        } else if let Some(more) = &mut self.more {
+            more.retain(|&x| x != w);
+            if more.is_empty() {
+                self.more = None;
+            }
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.mask == 0 && self.more.is_empty()
+        self.mask == 0 && self.more.is_none()
     }
 
     /// The lowest holder, if any.
@@ -46,7 +59,7 @@ impl Holders {
         if self.mask != 0 {
             Some(self.mask.trailing_zeros())
         } else {
-            self.more.iter().copied().min()
+            self.more.iter().flat_map(|m| m.iter()).copied().min()
         }
     }
 
@@ -66,7 +79,10 @@ impl Holders {
             f(m.trailing_zeros() as usize);
             m &= m - 1;
         }
-        self.more.iter().for_each(|&w| f(w as usize));
+        self.more
+            .iter()
+            .flat_map(|m| m.iter())
+            .for_each(|&w| f(w as usize));
     }
 }
 
@@ -178,6 +194,22 @@ mod tests {
         assert_eq!((out[0], out[100]), (1, 2));
         assert!(ix.holds(100, 2) && !ix.holds(0, 2));
         assert!(!ix.store(100, 2), "already known");
+    }
+
+    #[test]
+    fn a_block_held_only_by_workers_past_64_leaves_the_index_with_its_last_holder() {
+        let mut ix = CacheIndex::default();
+        ix.store(70, 1);
+        ix.store(90, 1);
+        ix.remove(70, 1);
+        assert_eq!((ix.len(), ix.attributed(1)), (1, Some(90)));
+        ix.remove(90, 1);
+        assert!(ix.is_empty(), "no holder left: no entry");
+        ix.store(3, 2);
+        ix.store(65, 2);
+        ix.clear_worker(65);
+        ix.clear_worker(3);
+        assert!(ix.is_empty());
     }
 
     #[test]

@@ -39,6 +39,9 @@ impl ViewKind {
 }
 
 /// One worker's entries in the approximate view, oldest first, with lazy deletion of refreshed entries.
+///
+/// Invariant: the keys of `last` are exactly the blocks the view's index lists this worker as holding
+/// (both change only together, in `on_routed`, pruning, expiry and `clear_worker`).
 #[derive(Debug, Default)]
 struct ApproxLru {
     queue: VecDeque<(u64, SimTime)>,
@@ -128,9 +131,12 @@ impl CacheView {
         }
         let lru = &mut self.approx[w];
         for &h in hashes {
-            lru.last.insert(h, now);
+            // A block already in `last` is already in the index (the two change together): only news
+            // costs an index update.
+            if lru.last.insert(h, now).is_none() {
+                self.index.store(w, h);
+            }
             lru.queue.push_back((h, now));
-            self.index.store(w, h);
         }
         if self.prune_interval.is_none() {
             Self::prune(&mut self.index, w, lru, self.capacity[w]);

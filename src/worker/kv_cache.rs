@@ -36,13 +36,31 @@ pub enum KvEvent {
     Removed(u64),
 }
 
-/// What the index knows about one chain hash.
+/// What the index knows about one chain hash: cached in a block, or evicted by the eviction with some
+/// number. Packed in 8 bytes (an enum would take 16, and the index holds up to two entries per block,
+/// its cached contents and its ghosts): the block id with the top bit set, or the eviction number,
+/// which stays below 2^63.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Slot {
-    /// Cached in this block.
-    Cached(BlockId),
-    /// Evicted by the eviction with this number.
-    Evicted(u64),
+struct Slot(u64);
+
+impl Slot {
+    const CACHED: u64 = 1 << 63;
+
+    /// Cached in block `b`.
+    fn cached(b: BlockId) -> Slot {
+        Slot(Self::CACHED | u64::from(b))
+    }
+
+    /// Evicted by the eviction numbered `n`.
+    fn evicted(n: u64) -> Slot {
+        assert!(n < Self::CACHED, "eviction numbers stay below 2^63");
+        Slot(n)
+    }
+
+    /// The block caching the content, if it is cached.
+    fn block(self) -> Option<BlockId> {
+        (self.0 & Self::CACHED != 0).then_some((self.0 & !Self::CACHED) as BlockId)
+    }
 }
 
 /// Paged KV memory of one worker, with a prefix cache over its free blocks.
@@ -60,7 +78,7 @@ pub struct BlockPool {
     /// Chain hash → the block that caches it, or the eviction that removed it (one map, so that an
     /// eviction costs one lookup).
     index: HashMap<u64, Slot>,
-    /// Blocks with content (`Cached` entries in `index`).
+    /// Blocks with content (cached entries in `index`).
     cached: usize,
     /// The last `total` evictions, oldest first: (hash, eviction number).
     ghosts: VecDeque<(u64, u64)>,
@@ -210,15 +228,12 @@ impl BlockPool {
 
     /// The block that caches `hash`, if any.
     pub fn lookup(&self, hash: u64) -> Option<BlockId> {
-        match self.index.get(&hash) {
-            Some(Slot::Cached(b)) => Some(*b),
-            _ => None,
-        }
+        self.index.get(&hash).and_then(|s| s.block())
     }
 
     /// Whether this pool evicted `hash` recently (within the last `total` evictions) and holds it no more.
     pub fn recently_evicted(&self, hash: u64) -> bool {
-        matches!(self.index.get(&hash), Some(Slot::Evicted(_)))
+        self.index.get(&hash).is_some_and(|s| s.block().is_none())
     }
 
     /// Of the given blocks, how many sit on the free queue (reusing them takes them off it).
@@ -276,11 +291,15 @@ impl BlockPool {
         if self.hash[b as usize].is_some() {
             return;
         }
-        let slot = self.index.entry(h).or_insert(Slot::Evicted(u64::MAX));
-        if let Slot::Cached(_) = slot {
+        // A new entry starts as a placeholder (never read) and becomes `cached(b)` at once.
+        let slot = self
+            .index
+            .entry(h)
+            .or_insert(Slot::evicted(Slot::CACHED - 1));
+        if slot.block().is_some() {
             return;
         }
-        *slot = Slot::Cached(b);
+        *slot = Slot::cached(b);
         self.hash[b as usize] = Some(h);
         self.cached += 1;
         if let Some(e) = &mut self.events {
@@ -326,7 +345,7 @@ impl BlockPool {
         }
         let mut cached = 0;
         for (&h, slot) in &self.index {
-            if let Slot::Cached(b) = *slot {
+            if let Some(b) = slot.block() {
                 cached += 1;
                 if self.hash[b as usize] != Some(h) {
                     return Err(format!(
@@ -367,7 +386,7 @@ impl BlockPool {
         let stamp = self.evictions;
         self.evictions += 1;
         self.cached -= 1;
-        *self.index.get_mut(&h).expect("a hashed block is indexed") = Slot::Evicted(stamp);
+        *self.index.get_mut(&h).expect("a hashed block is indexed") = Slot::evicted(stamp);
         if let Some(e) = &mut self.events {
             e.push(KvEvent::Removed(h));
         }
@@ -378,7 +397,7 @@ impl BlockPool {
         if self.ghosts.len() > self.refs.len() {
             let (old, old_stamp) = self.ghosts.pop_front().expect("non-empty");
             // Drop the ghost unless the content was cached again (or evicted again later) since.
-            if self.index.get(&old) == Some(&Slot::Evicted(old_stamp)) {
+            if self.index.get(&old) == Some(&Slot::evicted(old_stamp)) {
                 self.index.remove(&old);
             }
         }
