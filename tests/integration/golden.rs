@@ -28,7 +28,10 @@ fn quickstart_summary_markdown_is_unchanged() {
 fn comparison_table_is_unchanged() {
     let s = Scenario::load(
         &scenario_path("failure-sticky-crash.toml"),
-        &["duration=\"90s\"".to_string(), "faults[0].at=\"45s\"".to_string()],
+        &[
+            "duration=\"90s\"".to_string(),
+            "faults[0].at=\"45s\"".to_string(),
+        ],
     )
     .unwrap();
     let contenders =
