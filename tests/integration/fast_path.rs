@@ -119,6 +119,19 @@ const FAULTS: [&str; 6] = [
     "{kind=\"crash\",worker=W,at=\"T\",restart_after=\"2s\",symptom=\"unreachable\"}",
 ];
 
+/// `predicted_latency` reads the KV tiers' contents when it routes: the fast path matches stepping one
+/// by one on the bundled offload scenario (host and NVMe tiers under two H100s).
+#[test]
+fn routing_on_tier_contents_gives_the_same_summary_both_ways() {
+    let o = vec![
+        "max_requests=400".to_string(),
+        "router.policy=\"predicted_latency\"".to_string(),
+    ];
+    let s = Scenario::load(&scenario_path("mooncake-offload.toml"), &o).unwrap();
+    let out = both_ways(&s, &format!("{o:?}"));
+    assert!(out.summary.prefix_cache.loaded_tokens > 0);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
