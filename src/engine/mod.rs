@@ -21,6 +21,7 @@ mod offload;
 mod peer;
 pub mod profile;
 pub mod queue;
+mod route_sources;
 mod steady_run;
 
 use rustc_hash::FxHashSet;
@@ -594,12 +595,27 @@ impl Simulation {
                 worker: w,
                 reason: "the conversation lives on this worker",
             }),
-            None => self.router.route(
-                self.now,
-                &seq.request,
-                &hashes[..prompt_blocks],
-                &self.snapshots,
-            ),
+            None => {
+                let sources = route_sources::RouteSources {
+                    tiers: self.tiers.as_ref(),
+                    fabric: self
+                        .disagg
+                        .as_ref()
+                        .filter(|d| d.peer_transfer)
+                        .map(|d| &d.fabric),
+                    workers: &self.workers,
+                    now: self.now,
+                };
+                let offered = self.router.wants_prefix_sources()
+                    && (sources.tiers.is_some() || sources.fabric.is_some());
+                self.router.route_with(
+                    self.now,
+                    &seq.request,
+                    &hashes[..prompt_blocks],
+                    &self.snapshots,
+                    offered.then_some(&sources as &dyn crate::routing::PrefixSources),
+                )
+            }
         };
         let Some(decision) = decision else {
             seq.hashes = hashes;

@@ -215,6 +215,7 @@ mod tests {
             workers: ws,
             now: SimTime::ZERO,
             load_age: crate::time::SimDuration::ZERO,
+            prefix_sources: None,
         };
         let w = p.route(&input, rng).unwrap().worker;
         p.on_routed(&Routed {
@@ -322,6 +323,7 @@ mod tests {
                 workers: &ws,
                 now: SimTime::ZERO,
                 load_age: crate::time::SimDuration::ZERO,
+                prefix_sources: None,
             };
             p.cost(&input, w)
         };

@@ -576,6 +576,7 @@ mod tests {
             workers: ws,
             now: SimTime::ZERO,
             load_age: SimDuration::ZERO,
+            prefix_sources: None,
         }
     }
 

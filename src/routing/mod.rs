@@ -84,6 +84,23 @@ pub struct RouteInput<'a> {
     /// How long ago the engines published the queue, running and KV numbers in `workers`
     /// (`load_refresh`; zero when they are fresh). `outstanding` and `up` are always current.
     pub load_age: SimDuration,
+    /// Where copies of the prompt's blocks sit below the GPUs and what moving them costs (`None`
+    /// unless the policy asked with [`RoutingPolicy::needs_prefix_sources`] and the fleet has KV
+    /// tiers or peer transfer).
+    pub prefix_sources: Option<&'a dyn PrefixSources>,
+}
+
+/// What a router can know about copies of a prompt's KV outside a worker's GPU: the tiers' contents
+/// (KV events naming the storage medium, as Dynamo's carry, and the shared store's lookup index, as
+/// LMCache's) and the links' configured speeds. Link queues are not visible: times are on idle links.
+pub trait PrefixSources: std::fmt::Debug {
+    /// For worker `w`, the blocks `hashes` (the prompt's blocks after the prefix the router believes
+    /// its GPU holds) found in its lower tiers or the shared store, as offers: the first `k` blocks,
+    /// the deepest tier among them, and the idle-link time to load them.
+    fn tier_offers(&self, w: usize, hashes: &[u64]) -> Vec<crate::tiers::pricing::PrefixOffer>;
+    /// The idle-link time to pull `blocks` blocks from worker `from`'s GPU into worker `to`'s, or
+    /// `None` when peer transfer is off or the two share no link.
+    fn peer_time(&self, from: usize, to: usize, blocks: usize) -> Option<SimDuration>;
 }
 
 impl RouteInput<'_> {
@@ -112,6 +129,12 @@ pub trait RoutingPolicy: Send {
 
     /// Whether the policy reads [`RouteInput::overlaps`] (the router then maintains a cache view).
     fn needs_cache_view(&self) -> bool {
+        false
+    }
+
+    /// Whether the policy reads [`RouteInput::prefix_sources`] (the engine then describes the tiers'
+    /// contents and the interconnect to it).
+    fn needs_prefix_sources(&self) -> bool {
         false
     }
 
@@ -268,6 +291,7 @@ pub(crate) mod test_support {
                 workers,
                 now: SimTime::ZERO,
                 load_age: SimDuration::ZERO,
+                prefix_sources: None,
             },
             rng,
         )
@@ -306,6 +330,7 @@ pub(crate) mod test_support {
             workers,
             now: req.arrival,
             load_age: SimDuration::ZERO,
+            prefix_sources: None,
         };
         p.route(&input, &mut crate::rng::from_u64(0)).unwrap()
     }

@@ -9,6 +9,11 @@
 //!   decodes; plus half a decode step for the step in flight; plus, when the worker's KV memory or
 //!   sequence slots cannot take the request, a wait for running requests to finish (the worker's mean
 //!   observed decode time, scaled by the shortfall).
+//! - **Copies elsewhere** (`price_copies`, on by default): where the fleet has KV tiers or peer
+//!   transfer, the prefix past what the worker's GPU holds may instead be loaded from its host or disk
+//!   tier or the shared store, or pulled from another worker's GPU ([`best_copy`]); the cheapest of
+//!   recomputing and each copy ([`crate::tiers::pricing::cost_to_place`], with the TTFT above as the
+//!   compute cost) wins, and a chosen copy adds its idle-link load time to TTFT.
 //! - **TPOT** = one decode step of the running batch with this request added.
 //! - **Choice**: the worker with the lowest `ttft / ttft_target + tpot_weight · tpot / tpot_target`
 //!   among those predicted to meet both targets (the scenario's `[slo]`; 1 s and 100 ms where it sets
@@ -20,19 +25,21 @@
 //!   `signal_half_life = "0s"` uses the ledger alone.
 //!
 //! Only what a router has: the workers' profiles (deployment facts), the cache view's overlaps, the
-//! engines' published metrics, and its own record of what it sent and saw come back.
+//! engines' published metrics, its own record of what it sent and saw come back, and (for copies) the
+//! tiers' contents and link speeds ([`super::PrefixSources`]), not the links' queues.
 
 use serde::{Deserialize, Serialize};
 
 use super::in_flight::{InFlight, WorkerLoad};
 use super::pick::max_score_random_tie;
 use super::{
-    Decision, FleetInfo, LatencyTargets, Observation, RouteInput, Routed, RoutingPolicy,
-    WorkerProfile,
+    Decision, FleetInfo, LatencyTargets, Observation, PrefixSources, RouteInput, Routed,
+    RoutingPolicy, WorkerProfile,
 };
 use crate::config::NonNegative;
 use crate::hardware::StepShape;
 use crate::rng::SimRng;
+use crate::tiers::pricing::{PrefixOffer, PrefixSource, cost_to_place};
 use crate::time::SimDuration;
 use crate::worker::WorkerSnapshot;
 
@@ -47,6 +54,15 @@ pub struct PredictedLatencyParams {
     /// own ledger); `"0s"`: ignore them.
     #[serde(default = "default_half_life")]
     pub signal_half_life: SimDuration,
+    /// Whether a copy of the prompt's prefix in a lower KV tier or on another worker's GPU (with
+    /// `[interconnect] peer_transfer`) is priced at its load or transfer time ([`best_copy`]);
+    /// `false`: only the GPU prefix counts, everything else is recomputed.
+    #[serde(default = "yes")]
+    pub price_copies: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn one() -> NonNegative {
@@ -61,6 +77,7 @@ impl Default for PredictedLatencyParams {
         PredictedLatencyParams {
             tpot_weight: one(),
             signal_half_life: default_half_life(),
+            price_copies: yes(),
         }
     }
 }
@@ -92,9 +109,9 @@ pub struct Prediction {
 /// blocks of `block_size` it holds in GPU memory. At least one token is always computed (the engine
 /// recomputes the last prompt token to sample the first output token).
 ///
-/// This is the single place where the router prices getting a prefix onto a worker; on this version of
-/// the simulator the cache view knows GPU residency only, so the price is the recompute of everything
-/// past the GPU-cached prefix.
+/// `cached_blocks` is the GPU prefix the view knows, plus any blocks the route expects to load from a
+/// tier or a peer ([`best_copy`], priced against recomputing by
+/// [`crate::tiers::pricing::cost_to_place`]).
 pub fn prefix_cost(prompt_tokens: u32, cached_blocks: u32, block_size: u32) -> (u32, u32) {
     let cached = (u64::from(cached_blocks) * u64::from(block_size))
         .min(u64::from(prompt_tokens.saturating_sub(1))) as u32;
@@ -173,6 +190,33 @@ pub fn predict(
     }
 }
 
+/// Every copy of the prompt's blocks past the `local` prefix worker `w`'s GPU holds (as the router's
+/// view knows it) that could be moved there instead of recomputed: the worker's own lower tiers and
+/// the shared store (from `sources`), and each live worker whose GPU the view says holds a longer
+/// prefix (over the interconnect, when peer transfer is on). Times are on idle links.
+pub fn best_copy(input: &RouteInput, w: usize, sources: &dyn PrefixSources) -> Vec<PrefixOffer> {
+    let local = input.overlap(w) as usize;
+    let after = input.prompt_hashes.get(local..).unwrap_or(&[]);
+    if after.is_empty() {
+        return Vec::new();
+    }
+    let mut offers = sources.tier_offers(w, after);
+    for v in input.up() {
+        let theirs = input.overlap(v.id) as usize;
+        if v.id == w || theirs <= local {
+            continue;
+        }
+        if let Some(t) = sources.peer_time(v.id, w, theirs - local) {
+            offers.push(PrefixOffer {
+                source: PrefixSource::Peer(v.id),
+                blocks: theirs - local,
+                ready_in: t,
+            });
+        }
+    }
+    offers
+}
+
 /// The weight of an engine-published number `age` old, with half-life `half_life` (0: never trusted).
 pub fn signal_trust(age: SimDuration, half_life: SimDuration) -> f64 {
     if half_life.0 == 0 {
@@ -202,6 +246,8 @@ pub fn estimate(snap: &WorkerSnapshot, ledger: &WorkerLoad, trust: f64) -> LoadE
 #[derive(Debug)]
 pub struct PredictedLatency {
     params: PredictedLatencyParams,
+    /// Per worker, the blocks the last routing expected it to load from a tier or a peer.
+    planned_loads: Vec<u32>,
     profiles: Vec<WorkerProfile>,
     targets: LatencyTargets,
     ledger: InFlight,
@@ -216,6 +262,7 @@ impl PredictedLatency {
     pub fn new(params: PredictedLatencyParams) -> Self {
         PredictedLatency {
             params,
+            planned_loads: Vec::new(),
             profiles: Vec::new(),
             targets: LatencyTargets::default(),
             ledger: InFlight::default(),
@@ -233,22 +280,38 @@ impl PredictedLatency {
 
     /// The prediction for `input`'s request on worker `w` (`None` without the worker's profile).
     pub fn predict_for(&self, input: &RouteInput, w: &WorkerSnapshot) -> Option<Prediction> {
+        self.plan_for(input, w).map(|(p, _)| p)
+    }
+
+    /// The prediction for `input`'s request on worker `w`, pricing the best copy of its prefix
+    /// anywhere ([`best_copy`]), and the blocks it expects to load rather than compute.
+    fn plan_for(&self, input: &RouteInput, w: &WorkerSnapshot) -> Option<(Prediction, u32)> {
         let profile = self.profiles.get(w.id)?;
         let trust = signal_trust(input.load_age, self.params.signal_half_life);
         let load = estimate(w, &self.ledger.load(w.id), trust);
-        let (cached, _) = prefix_cost(
-            input.request.prompt_tokens,
-            input.overlap(w.id),
-            input.block_size,
-        );
         let drain = self.drain_s.get(w.id).copied().unwrap_or(0.0);
-        Some(predict(
-            profile,
-            &load,
-            input.request.prompt_tokens,
-            cached,
-            drain,
-        ))
+        let prompt = input.request.prompt_tokens;
+        let local = input.overlap(w.id);
+        let at = |blocks: u32| {
+            let (cached, _) = prefix_cost(prompt, blocks, input.block_size);
+            predict(profile, &load, prompt, cached, drain)
+        };
+        let Some(sources) = input.prefix_sources else {
+            return Some((at(local), 0));
+        };
+        let offers = best_copy(input, w.id, sources);
+        let plan = cost_to_place(&offers, |k| {
+            SimDuration::from_secs_f64(at(local + k as u32).ttft_s)
+        });
+        match plan.offer {
+            // Recomputing wins: the plain prediction, untouched.
+            None => Some((at(local), 0)),
+            Some(o) => {
+                let mut p = at(local + o.blocks as u32);
+                p.ttft_s += o.ready_in.as_secs_f64();
+                Some((p, o.blocks as u32))
+            }
+        }
     }
 }
 
@@ -259,6 +322,10 @@ impl RoutingPolicy for PredictedLatency {
 
     fn needs_cache_view(&self) -> bool {
         true
+    }
+
+    fn needs_prefix_sources(&self) -> bool {
+        self.params.price_copies
     }
 
     fn on_fleet(&mut self, fleet: &FleetInfo) {
@@ -272,6 +339,9 @@ impl RoutingPolicy for PredictedLatency {
         let (t_ttft, t_tpot) = self.target_seconds();
         let w_tpot = self.params.tpot_weight.0;
         let mut any_feasible = false;
+        let mut planned = std::mem::take(&mut self.planned_loads);
+        planned.clear();
+        planned.resize(input.workers.len(), 0);
         let costs: Vec<f64> = input
             .workers
             .iter()
@@ -280,15 +350,17 @@ impl RoutingPolicy for PredictedLatency {
                     return f64::INFINITY;
                 }
                 // Without a profile (a policy used outside a simulation) only the queue counts.
-                let Some(p) = self.predict_for(input, w) else {
+                let Some((p, loads)) = self.plan_for(input, w) else {
                     return f64::from(w.outstanding);
                 };
+                planned[w.id] = loads;
                 let feasible = p.ttft_s <= t_ttft && p.tpot_s <= t_tpot;
                 any_feasible |= feasible;
                 let cost = p.ttft_s / t_ttft + w_tpot * p.tpot_s / t_tpot;
                 if feasible { cost } else { 1e9 + cost }
             })
             .collect();
+        self.planned_loads = planned;
         let worker = max_score_random_tie(input.workers, |w| -costs[w.id], rng)?;
         Some(Decision {
             worker,
@@ -301,7 +373,9 @@ impl RoutingPolicy for PredictedLatency {
     }
 
     fn on_routed(&mut self, r: &Routed) {
-        let (_, uncached) = prefix_cost(r.request.prompt_tokens, r.overlap, r.block_size);
+        // Blocks the route expected to load count as cached (they arrive before the prompt runs).
+        let loads = self.planned_loads.get(r.worker).copied().unwrap_or(0);
+        let (_, uncached) = prefix_cost(r.request.prompt_tokens, r.overlap + loads, r.block_size);
         self.ledger.routed(
             r.request.id,
             r.worker,
@@ -497,6 +571,7 @@ mod tests {
             workers: ws,
             now: SimTime::ZERO,
             load_age: SimDuration::ZERO,
+            prefix_sources: None,
         }
     }
 
@@ -545,5 +620,113 @@ mod tests {
             .route(&input(&r, &ws, &[0, 256], &hashes), &mut rng)
             .unwrap();
         assert_eq!(d.worker, 1);
+    }
+
+    /// Copies of prefixes outside the GPUs, as a test sets them: per worker, tier offers; and one
+    /// idle-link peer time for any pair.
+    #[derive(Debug)]
+    struct Copies {
+        tier: Vec<Vec<PrefixOffer>>,
+        peer: Option<SimDuration>,
+    }
+
+    impl PrefixSources for Copies {
+        fn tier_offers(&self, w: usize, _hashes: &[u64]) -> Vec<PrefixOffer> {
+            self.tier[w].clone()
+        }
+        fn peer_time(&self, _from: usize, _to: usize, _blocks: usize) -> Option<SimDuration> {
+            self.peer
+        }
+    }
+
+    fn fleet_of_two() -> PredictedLatency {
+        let profiles = vec![profile(), profile()];
+        let mut p = PredictedLatency::new(PredictedLatencyParams::default());
+        p.on_fleet(&FleetInfo {
+            workers: &profiles,
+            targets: LatencyTargets::default(),
+        });
+        p
+    }
+
+    #[test]
+    fn a_prefix_in_the_host_tier_costs_its_load_plus_the_uncached_prefill() {
+        let p = fleet_of_two();
+        let ws = snapshots(&[0, 0]);
+        let hashes: Vec<u64> = (0..262).collect();
+        let r = request(1, 4200);
+        let prof = profile();
+        // Worker 0's host tier holds the first 256 blocks (4,096 tokens), loading in 5 ms; nothing
+        // cached on either GPU. Recomputing all 4,200 tokens on the idle H100 takes one prefill step
+        // of 4,200 tokens (tens of ms), loading then computing the last 104 tokens: 5 ms plus a
+        // 104-token step on 4,096 cached.
+        let host = PrefixOffer {
+            source: PrefixSource::Tier(crate::tiers::TierKind::Host),
+            blocks: 256,
+            ready_in: SimDuration::from_millis(5),
+        };
+        let copies = Copies {
+            tier: vec![vec![host], vec![]],
+            peer: None,
+        };
+        let mut inp = input(&r, &ws, &[0, 0], &hashes);
+        inp.prefix_sources = Some(&copies);
+        let recompute = prof.perf.prefill_seconds(4200, 0);
+        let load_then_compute = 0.005 + prof.perf.prefill_seconds(4200, 4096);
+        assert!(
+            load_then_compute < recompute,
+            "the case needs loading to win"
+        );
+        let on0 = p.predict_for(&inp, &ws[0]).unwrap();
+        assert!((on0.ttft_s - load_then_compute).abs() < 1e-9, "{on0:?}");
+        // Worker 1 has no copy: full recompute, as without any sources.
+        let on1 = p.predict_for(&inp, &ws[1]).unwrap();
+        assert_eq!(on1.ttft_s, recompute);
+        let mut rng = crate::rng::from_u64(1);
+        let mut p = p;
+        assert_eq!(p.route(&inp, &mut rng).unwrap().worker, 0);
+
+        // A load slower than recomputing (10 s) is not chosen: the plain recompute prediction.
+        let slow = PrefixOffer {
+            ready_in: SimDuration::from_secs(10),
+            ..host
+        };
+        let copies = Copies {
+            tier: vec![vec![slow], vec![]],
+            peer: None,
+        };
+        inp.prefix_sources = Some(&copies);
+        assert_eq!(p.predict_for(&inp, &ws[0]).unwrap().ttft_s, recompute);
+    }
+
+    #[test]
+    fn another_workers_gpu_copy_is_priced_by_its_transfer() {
+        let p = fleet_of_two();
+        let ws = snapshots(&[0, 0]);
+        let hashes: Vec<u64> = (0..262).collect();
+        let r = request(1, 4200);
+        let prof = profile();
+        // Worker 1's GPU holds 256 blocks; pulling them to worker 0 takes 20 ms on idle ports, so
+        // worker 0 predicts 20 ms plus the 104 uncached tokens on 4,096 cached.
+        let copies = Copies {
+            tier: vec![vec![], vec![]],
+            peer: Some(SimDuration::from_millis(20)),
+        };
+        let mut inp = input(&r, &ws, &[0, 256], &hashes);
+        inp.prefix_sources = Some(&copies);
+        let on0 = p.predict_for(&inp, &ws[0]).unwrap();
+        let expected = 0.020 + prof.perf.prefill_seconds(4200, 4096);
+        assert!((on0.ttft_s - expected).abs() < 1e-9, "{on0:?}");
+        // Worker 1 needs nothing moved.
+        let on1 = p.predict_for(&inp, &ws[1]).unwrap();
+        assert_eq!(on1.ttft_s, prof.perf.prefill_seconds(4200, 4096));
+        // Without peer transfer (no link), worker 0 recomputes everything.
+        let copies = Copies {
+            tier: vec![vec![], vec![]],
+            peer: None,
+        };
+        inp.prefix_sources = Some(&copies);
+        let on0 = p.predict_for(&inp, &ws[0]).unwrap();
+        assert_eq!(on0.ttft_s, prof.perf.prefill_seconds(4200, 0));
     }
 }

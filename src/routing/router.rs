@@ -127,6 +127,23 @@ impl Router {
         prompt_hashes: &[u64],
         fresh: &[WorkerSnapshot],
     ) -> Option<Decision> {
+        self.route_with(now, request, prompt_hashes, fresh, None)
+    }
+
+    /// Whether the policy wants [`Router::route_with`]'s `prefix_sources`.
+    pub fn wants_prefix_sources(&self) -> bool {
+        self.policy.needs_prefix_sources()
+    }
+
+    /// [`Router::route`], telling the policy where copies of the prompt's KV sit below the GPUs.
+    pub fn route_with(
+        &mut self,
+        now: SimTime,
+        request: &Request,
+        prompt_hashes: &[u64],
+        fresh: &[WorkerSnapshot],
+        prefix_sources: Option<&dyn super::PrefixSources>,
+    ) -> Option<Decision> {
         let interval = self.spec.settings.load_refresh;
         let workers: &[WorkerSnapshot] = if interval.0 == 0 {
             fresh
@@ -169,6 +186,7 @@ impl Router {
             workers,
             now,
             load_age,
+            prefix_sources,
         };
         let decision = self.policy.route(&input, &mut self.rng)?;
         debug_assert!(

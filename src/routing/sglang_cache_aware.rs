@@ -145,6 +145,7 @@ mod tests {
             workers: ws,
             now: SimTime::ZERO,
             load_age: crate::time::SimDuration::ZERO,
+            prefix_sources: None,
         };
         p.route(&input, &mut from_u64(0)).unwrap().worker
     }

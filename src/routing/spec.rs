@@ -411,6 +411,7 @@ mod tests {
                         workers: &ws,
                         now: req.arrival,
                         load_age: SimDuration::ZERO,
+                        prefix_sources: None,
                     };
                     let d = p.route(&input, &mut rng);
                     match d {

@@ -34,6 +34,12 @@ impl Link {
         self.free_at.max(now) + self.latency + SimDuration::from_secs_f64(bytes / self.bytes_per_s)
     }
 
+    /// How long a transfer of `bytes` takes on the idle link (`latency + bytes / bytes_per_s`): what
+    /// someone who knows the link's speed but not its queue would expect.
+    pub fn idle_time(&self, bytes: f64) -> SimDuration {
+        self.latency + SimDuration::from_secs_f64(bytes / self.bytes_per_s)
+    }
+
     /// Books a transfer of `bytes` at `now`; returns when it ends.
     pub fn book(&mut self, now: SimTime, bytes: f64) -> SimTime {
         let end = self.quote(now, bytes);

@@ -382,6 +382,52 @@ impl Tiers {
         found
     }
 
+    /// What a router learns from KV events that name the storage medium and from the shared store's
+    /// index: for worker `w` at `now`, the tier holding each of `hashes` (stopping at the first block
+    /// no tier holds), and for each prefix length where the tier changes and for the whole, `(k, the
+    /// deepest tier among the first k, their load time on idle links)`. Reads nothing a lookup would
+    /// count and books nothing: the router does not see the links' queues.
+    pub fn idle_quotes(
+        &self,
+        w: usize,
+        hashes: &[u64],
+        now: SimTime,
+    ) -> Vec<(usize, TierKind, SimDuration)> {
+        let wt = &self.workers[w];
+        let mut counts = [0usize; 3];
+        let mut out = Vec::new();
+        let mut deepest = TierKind::Host;
+        let mut located = Vec::new();
+        'blocks: for &h in hashes {
+            for kind in TierKind::ALL {
+                if self.store(wt, kind).is_some_and(|s| s.readable(h, now)) {
+                    located.push(kind);
+                    continue 'blocks;
+                }
+            }
+            break;
+        }
+        for (i, &kind) in located.iter().enumerate() {
+            counts[kind as usize] += 1;
+            if kind as usize > deepest as usize {
+                deepest = kind;
+            }
+            if located.get(i + 1) != Some(&kind) {
+                let time = TierKind::ALL
+                    .iter()
+                    .filter(|k| counts[**k as usize] > 0)
+                    .filter_map(|&k| {
+                        let link = wt.read[k as usize].as_ref()?;
+                        Some(link.idle_time(counts[k as usize] as f64 * wt.block_bytes_per_gpu))
+                    })
+                    .max()
+                    .unwrap_or(SimDuration::ZERO);
+                out.push((i + 1, deepest, time));
+            }
+        }
+        out
+    }
+
     /// When loading blocks held as `located` (from [`Tiers::locate`]) into worker `w` would finish, for
     /// each prefix length where the tier changes and for the whole: `(k, load time of the first k)`.
     pub fn quotes(

@@ -94,3 +94,29 @@ fn the_session_store_takes_turns_but_not_evictions() {
     t.shared_available = false;
     assert!(t.locate(1, &[1], later).is_empty());
 }
+
+#[test]
+fn idle_quotes_show_contents_and_link_speeds_without_touching_anything() {
+    // Host holds 2 blocks, disk 3, both on 1 GB/s links with 1 ms latency.
+    let s = TiersSpec {
+        host: Some(spec(0.002, 1.0)),
+        disk: Some(spec(0.003, 1.0)),
+        shared: None,
+    };
+    let mut t = Tiers::new(&s, None, &[LAYOUT]);
+    t.write_down(0, &[1, 2, 3, 4], SimTime::ZERO);
+    // Host keeps 3 and 4, disk 1 and 2; every write has landed by 100 ms.
+    let now = SimTime::ZERO + SimDuration::from_millis(100);
+    let before = t.stats.clone();
+    let q = t.idle_quotes(0, &[1, 2, 3, 4, 99], now);
+    // First 2 blocks from disk: 1 ms + 2 × 0.5 MB per GPU / 1 GB/s = 2 ms. All 4: the slower of
+    // disk (2 ms) and host (2 ms) = 2 ms; the deepest tier among them is still disk.
+    let ms2 = SimDuration::from_millis(2);
+    assert_eq!(q, vec![(2, TierKind::Disk, ms2), (4, TierKind::Disk, ms2)]);
+    // Nothing counted, nothing moved.
+    assert_eq!(t.stats, before);
+    assert_eq!(t.held(0, TierKind::Host), 2);
+    assert_eq!(t.held(0, TierKind::Disk), 2);
+    // A prefix not held at its first block gives no offer.
+    assert!(t.idle_quotes(0, &[99, 1], now).is_empty());
+}

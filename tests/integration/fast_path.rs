@@ -119,6 +119,19 @@ const FAULTS: [&str; 6] = [
     "{kind=\"crash\",worker=W,at=\"T\",restart_after=\"2s\",symptom=\"unreachable\"}",
 ];
 
+/// `predicted_latency` reads the KV tiers' contents when it routes: the fast path matches stepping one
+/// by one on the bundled offload scenario (host and NVMe tiers under two H100s).
+#[test]
+fn routing_on_tier_contents_gives_the_same_summary_both_ways() {
+    let o = vec![
+        "max_requests=400".to_string(),
+        "router.policy=\"predicted_latency\"".to_string(),
+    ];
+    let s = Scenario::load(&scenario_path("mooncake-offload.toml"), &o).unwrap();
+    let out = both_ways(&s, &format!("{o:?}"));
+    assert!(out.summary.prefix_cache.loaded_tokens > 0);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
@@ -194,17 +207,22 @@ fn disaggregated_fleets_give_the_same_summary_both_ways() {
 }
 
 /// Peer transfers settle their source and their destination: the fast path matches stepping one by
-/// one on the hot-prefix scenario with peers, and with a crash of a source.
+/// one on the hot-prefix scenario with peers, and with a crash of a source; also with
+/// `predicted_latency` pricing the peers' copies at routing time.
 #[test]
 fn peer_transfers_give_the_same_summary_both_ways() {
     let path = scenario_path("hot-prefix.toml");
-    for extra in [
-        vec![],
-        vec!["faults=[{kind=\"crash\",worker=0,at=\"5s\",restart_after=\"3s\"}]"],
+    for (policy, extra) in [
+        ("round_robin", vec![]),
+        (
+            "round_robin",
+            vec!["faults=[{kind=\"crash\",worker=0,at=\"5s\",restart_after=\"3s\"}]"],
+        ),
+        ("predicted_latency", vec![]),
     ] {
         let mut o = vec![
             "max_requests=1200".to_string(),
-            "router.policy=\"round_robin\"".to_string(),
+            format!("router.policy=\"{policy}\""),
             "interconnect.peer_transfer=true".to_string(),
         ];
         o.extend(extra.iter().map(|s| s.to_string()));

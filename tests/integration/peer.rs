@@ -53,3 +53,40 @@ fn a_peer_prefix_is_pulled_when_cheaper_and_recomputed_when_not() {
     );
     assert_eq!(misrouted(&slow), misrouted(&off));
 }
+
+/// `predicted_latency` prices another worker's GPU copy of the prefix at its transfer time. Over
+/// RDMA at 50 GB/s the schema moves in ~11 ms, far less than its prefill, so the router sends hot
+/// requests to workers that lack it and they pull it: more pulls than when the router prices the GPU
+/// prefix alone. At 1 MB/s no copy is ever cheaper than recomputing, so pricing copies changes no
+/// decision: the two runs are the same, byte for byte.
+#[test]
+fn predicted_latency_prices_peer_copies_and_ignores_dear_ones() {
+    let run = |extra: &[&str]| {
+        let mut o = vec![
+            "router.policy=\"predicted_latency\"",
+            "interconnect.peer_transfer=true",
+        ];
+        o.extend_from_slice(extra);
+        hot_prefix(&o)
+    };
+    let priced = run(&[]);
+    let gpu_only = run(&["router.price_copies=false"]);
+    let transfers =
+        |o: &fleetsim::engine::RunOutput| o.summary.peer_transfer.as_ref().unwrap().transfers;
+    assert!(
+        transfers(&priced) > transfers(&gpu_only),
+        "pulls: {} priced, {} GPU prefix only",
+        transfers(&priced),
+        transfers(&gpu_only)
+    );
+    for o in [&priced, &gpu_only] {
+        assert_eq!(o.summary.requests.completed, o.summary.requests.arrived);
+    }
+    let slow = "interconnect.rdma_gb_per_s=0.001";
+    let a = run(&[slow]);
+    let b = run(&[slow, "router.price_copies=false"]);
+    assert_eq!(
+        serde_json::to_string(&a.summary).unwrap(),
+        serde_json::to_string(&b.summary).unwrap()
+    );
+}

@@ -227,3 +227,36 @@ fn bad_tier_sections_name_file_line_and_field() {
     let out = run(&s).0;
     assert_eq!(out.requests.completed, out.requests.arrived);
 }
+
+/// `predicted_latency` reads the tiers' contents when it routes (`price_copies`), without counting a
+/// lookup or booking a link: on tiers too slow for any load to beat recomputing, pricing copies
+/// changes no decision and the run is the same, byte for byte. On the bundled links (host 25 GB/s,
+/// NVMe 7 GB/s) loads do win, the router sees them, and its decisions change.
+#[test]
+fn predicted_latency_reads_the_tiers_without_disturbing_them() {
+    use fleetsim::engine::Simulation;
+    use fleetsim::scenario::Scenario;
+    let run = |extra: &[&str]| {
+        let mut o = vec![
+            "max_requests=400".to_string(),
+            "router.policy=\"predicted_latency\"".to_string(),
+        ];
+        o.extend(extra.iter().map(|s| s.to_string()));
+        let s = Scenario::load(&crate::common::scenario_path("mooncake-offload.toml"), &o).unwrap();
+        let out = Simulation::from_scenario(&s).unwrap().run(&mut |_| {});
+        assert_eq!(
+            out.summary.requests.completed
+                + out.summary.requests.rejected
+                + out.summary.requests.failed,
+            out.summary.requests.arrived
+        );
+        serde_json::to_string(&out.summary).unwrap()
+    };
+    let slow = [
+        "tiers.host.read_gb_per_s=0.001",
+        "tiers.disk.read_gb_per_s=0.001",
+    ];
+    let gpu_only = [slow[0], slow[1], "router.price_copies=false"];
+    assert_eq!(run(&slow), run(&gpu_only));
+    assert_ne!(run(&[]), run(&["router.price_copies=false"]));
+}
