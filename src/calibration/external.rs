@@ -69,52 +69,23 @@ pub fn points() -> Result<Vec<ExternalPoint>, CalibrationError> {
 /// `prompt`), `tpot` (`prompt`, `output`, `concurrency`) or `max_throughput` (`prompt`, `output`); the
 /// columns a measure does not use stay empty.
 pub fn parse(text: &str, file: &str) -> Result<Vec<ExternalPoint>, CalibrationError> {
-    let err = |line: u64, message: String| CalibrationError {
-        location: format!("{file}:{line}"),
-        message,
-    };
-    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
-    let header = reader
-        .headers()
-        .map_err(|e| err(1, format!("unreadable header: {e}")))?
-        .clone();
-    if header.iter().collect::<Vec<_>>() != COLUMNS {
-        return Err(err(
-            1,
-            format!("the header must be `{}`", COLUMNS.join(",")),
-        ));
-    }
-    let mut points = Vec::new();
-    for record in reader.records() {
-        let record = record.map_err(|e| {
-            let line = e.position().map_or(0, |p| p.line());
-            err(line, format!("unreadable row: {e}"))
-        })?;
-        let line = record.position().map_or(0, |p| p.line());
-        let field = |i: usize| record.get(i).unwrap_or("").trim();
-        let bad =
-            |i: usize, what: &str| err(line, format!("{}: {what}, got `{}`", COLUMNS[i], field(i)));
+    ids::read_rows(text, file, &COLUMNS, |row| {
+        let field = |i: usize| row.field(i);
         let tokens = |i: usize| {
             field(i)
                 .parse::<u32>()
                 .ok()
                 .filter(|n| *n > 0)
-                .ok_or_else(|| bad(i, "expected a positive whole number"))
+                .ok_or_else(|| row.bad(i, "expected a positive whole number"))
         };
         let unused = |i: usize| {
             if field(i).is_empty() {
                 Ok(())
             } else {
-                Err(bad(i, "must be empty for this measure"))
+                Err(row.bad(i, "must be empty for this measure"))
             }
         };
-        let gpu = ids::gpu(field(0)).ok_or_else(|| bad(0, "not a GPU of the catalogue"))?;
-        let model = ids::model(field(1)).ok_or_else(|| bad(1, "not a model of the catalogue"))?;
-        let tp = match field(2).parse::<u32>() {
-            Ok(t @ (1 | 2 | 4 | 8)) => t,
-            _ => return Err(bad(2, "expected 1, 2, 4 or 8")),
-        };
-        let precision = ids::precision(field(3)).ok_or_else(|| bad(3, "expected bf16 or fp8"))?;
+        let (gpu, model, tp, precision) = row.configuration()?;
         let measure = match field(4) {
             "ttft" => {
                 unused(6)?;
@@ -133,19 +104,15 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<ExternalPoint>, CalibrationEr
                     output: tokens(6)?,
                 }
             }
-            _ => return Err(bad(4, "expected ttft, tpot or max_throughput")),
+            _ => return Err(row.bad(4, "expected ttft, tpot or max_throughput")),
         };
         let published = field(8)
             .parse::<f64>()
             .ok()
             .filter(|v| v.is_finite() && *v > 0.0)
-            .ok_or_else(|| bad(8, "expected a positive number"))?;
-        for i in [9, 10] {
-            if field(i).is_empty() {
-                return Err(bad(i, "must not be empty"));
-            }
-        }
-        points.push(ExternalPoint {
+            .ok_or_else(|| row.bad(8, "expected a positive number"))?;
+        row.required(&[9, 10])?;
+        Ok(ExternalPoint {
             gpu,
             model,
             tp,
@@ -154,12 +121,8 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<ExternalPoint>, CalibrationEr
             published,
             source: field(9).to_string(),
             url: field(10).to_string(),
-        });
-    }
-    if points.is_empty() {
-        return Err(err(1, "no rows".into()));
-    }
-    Ok(points)
+        })
+    })
 }
 
 /// Clients and sequence cap of the saturated runs: TensorRT-LLM's throughput runs use a large maximum batch,

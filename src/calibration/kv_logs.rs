@@ -79,59 +79,26 @@ pub fn points() -> Result<Vec<KvLogPoint>, CalibrationError> {
 
 /// Parses `text` (the CSV format of [`FILE`]), naming `file` in errors.
 pub fn parse(text: &str, file: &str) -> Result<Vec<KvLogPoint>, CalibrationError> {
-    let err = |line: u64, message: String| CalibrationError {
-        location: format!("{file}:{line}"),
-        message,
-    };
-    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
-    let header = reader
-        .headers()
-        .map_err(|e| err(1, format!("unreadable header: {e}")))?
-        .clone();
-    if header.iter().collect::<Vec<_>>() != COLUMNS {
-        return Err(err(
-            1,
-            format!("the header must be `{}`", COLUMNS.join(",")),
-        ));
-    }
-    let mut points = Vec::new();
-    for record in reader.records() {
-        let record = record.map_err(|e| {
-            let line = e.position().map_or(0, |p| p.line());
-            err(line, format!("unreadable row: {e}"))
-        })?;
-        let line = record.position().map_or(0, |p| p.line());
-        let field = |i: usize| record.get(i).unwrap_or("").trim();
-        let bad =
-            |i: usize, what: &str| err(line, format!("{}: {what}, got `{}`", COLUMNS[i], field(i)));
-        let gpu = ids::gpu(field(0)).ok_or_else(|| bad(0, "not a GPU of the catalogue"))?;
-        let model = ids::model(field(1)).ok_or_else(|| bad(1, "not a model of the catalogue"))?;
-        let tp = match field(2).parse::<u32>() {
-            Ok(t @ (1 | 2 | 4 | 8)) => t,
-            _ => return Err(bad(2, "expected 1, 2, 4 or 8")),
-        };
-        let precision = ids::precision(field(3)).ok_or_else(|| bad(3, "expected bf16 or fp8"))?;
+    ids::read_rows(text, file, &COLUMNS, |row| {
+        let field = |i: usize| row.field(i);
+        let (gpu, model, tp, precision) = row.configuration()?;
         let gpu_memory_utilization = field(4)
             .parse::<f64>()
             .ok()
             .filter(|u| *u > 0.0 && *u <= 1.0)
-            .ok_or_else(|| bad(4, "expected a fraction in (0, 1]"))?;
+            .ok_or_else(|| row.bad(4, "expected a fraction in (0, 1]"))?;
         let max_model_len = field(5)
             .parse::<u32>()
             .ok()
             .filter(|n| *n > 0)
-            .ok_or_else(|| bad(5, "expected a positive whole number of tokens"))?;
+            .ok_or_else(|| row.bad(5, "expected a positive whole number of tokens"))?;
         let logged_tokens = field(7)
             .parse::<u64>()
             .ok()
             .filter(|n| *n > 0)
-            .ok_or_else(|| bad(7, "expected a positive whole number of tokens"))?;
-        for i in [6, 8] {
-            if field(i).is_empty() {
-                return Err(bad(i, "must not be empty"));
-            }
-        }
-        points.push(KvLogPoint {
+            .ok_or_else(|| row.bad(7, "expected a positive whole number of tokens"))?;
+        row.required(&[6, 8])?;
+        Ok(KvLogPoint {
             gpu,
             model,
             tp,
@@ -142,12 +109,8 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<KvLogPoint>, CalibrationError
             logged_tokens,
             source: field(8).to_string(),
             note: field(9).to_string(),
-        });
-    }
-    if points.is_empty() {
-        return Err(err(1, "no rows".into()));
-    }
-    Ok(points)
+        })
+    })
 }
 
 /// The simulator's capacity for every point: one replica with vLLM's other defaults.
