@@ -1,8 +1,9 @@
 //! The command line: `run`, `compare`, `sweep`, `merge`, `size`, `validate`, `report`, `estimate`, `calibrate`, `catalog`,
-//! `trace gen|stats|convert`.
+//! `trace gen|stats|convert`, `bench scaling`.
 //!
 //! This module holds the argument definitions and the dispatch; each command's code is in its own file.
 
+mod bench;
 mod calibrate;
 mod catalog;
 mod compare;
@@ -304,6 +305,36 @@ pub enum Command {
         #[command(subcommand)]
         command: TraceCommand,
     },
+    /// Measure fleetsim itself (`bench scaling`: independent runs on one core against all cores).
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
+}
+
+/// `fleetsim bench ...`
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Time a batch of independent runs of a scenario (seeds seed, seed+1, ...) one after another on one
+    /// thread, then in parallel on one thread per run, in one invocation, the way `compare`, `sweep` and
+    /// `size` run theirs; prints both times, their ratio and the machine's load, and checks that the
+    /// results are identical both ways.
+    Scaling {
+        /// Scenario file (TOML).
+        scenario: PathBuf,
+        /// Independent runs in the batch (2 to 64); the parallel pass uses one thread per run.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(2..=64))]
+        runs: u16,
+        /// Override a scenario value, e.g. `--set max_requests=20000`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Print the measurement as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Run even if the scenario exceeds the size limits (docs/limits.md).
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// `fleetsim trace ...`
@@ -596,6 +627,16 @@ pub fn main_with(cli: Cli) -> Result<()> {
             }
         },
         Command::Trace { command } => trace::trace(command),
+        Command::Bench {
+            command:
+                BenchCommand::Scaling {
+                    scenario,
+                    runs,
+                    set,
+                    json,
+                    force,
+                },
+        } => bench::scaling(&scenario, &set, usize::from(runs), force, json),
     }
 }
 

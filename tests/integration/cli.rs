@@ -327,3 +327,40 @@ fn calibrate_check_finds_the_committed_files_current() {
         .assert()
         .success();
 }
+
+#[test]
+fn bench_scaling_times_both_passes_and_finds_the_runs_identical() {
+    let out = fleetsim()
+        .args([
+            "bench",
+            "scaling",
+            "--runs",
+            "2",
+            "--json",
+            "--set",
+            "duration=\"10s\"",
+        ])
+        .arg(scenario_path("quickstart.toml"))
+        .assert()
+        .success();
+    let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(r["runs"], 2);
+    assert_eq!(r["sequential"]["threads"], 1);
+    assert_eq!(r["parallel"]["threads"], 2);
+    assert_eq!(r["identical"], true);
+    let (seq, par) = (
+        r["sequential"]["wall_s"].as_f64().unwrap(),
+        r["parallel"]["wall_s"].as_f64().unwrap(),
+    );
+    assert!(seq > 0.0 && par > 0.0, "{r}");
+    assert!(
+        (r["wall_ratio"].as_f64().unwrap() - par / seq).abs() < 1e-9,
+        "{r}"
+    );
+    // One run is not a batch.
+    fleetsim()
+        .args(["bench", "scaling", "--runs", "1"])
+        .arg(scenario_path("quickstart.toml"))
+        .assert()
+        .failure();
+}
