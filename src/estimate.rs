@@ -39,8 +39,8 @@ pub struct EstimateRequest {
     pub requests: Option<u32>,
     /// A profile file to use instead of the built-in one: (name to report, profile).
     pub profile: Option<(String, Profile)>,
-    /// The engine's sequence cap (default: vLLM's 256); raise it to measure a large-batch engine's
-    /// maximum throughput.
+    /// The engine's sequence cap (default: `vllm serve`'s for the GPU, 1,024 on H100/H200 and 256 on
+    /// A100/L40S); raise it to measure a large-batch engine's maximum throughput.
     pub max_num_seqs: Option<u32>,
     /// The client/API-server path (default: on, with published costs; `enabled = false`: lock step).
     pub frontend: FrontendSpec,
@@ -79,6 +79,10 @@ pub struct Estimate {
     pub decode_step_ms: f64,
     /// Tokens of KV cache one worker holds.
     pub kv_capacity_tokens: u64,
+    /// The engine's step token budget (`vllm serve`'s default for the GPU).
+    pub max_num_batched_tokens: u32,
+    /// The engine's sequence cap (`vllm serve`'s default for the GPU unless raised).
+    pub max_num_seqs: u32,
     /// Output tokens per second of simulated time over the run.
     pub output_tokens_per_s: f64,
     pub ttft_ms: Stats,
@@ -130,6 +134,11 @@ impl Estimate {
             self.concurrency, self.decode_step_ms
         );
         let _ = writeln!(o, "| KV capacity | {} tokens |", self.kv_capacity_tokens);
+        let _ = writeln!(
+            o,
+            "| engine limits | {} tokens per step, {} sequences |",
+            self.max_num_batched_tokens, self.max_num_seqs
+        );
         let _ = writeln!(o, "| output tokens/s | {:.1} |", self.output_tokens_per_s);
         for (name, s) in [("TTFT", &self.ttft_ms), ("TPOT", &self.tpot_ms)] {
             let _ = writeln!(
@@ -288,6 +297,8 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
             6,
         ),
         kv_capacity_tokens: u64::from(group.kv_blocks()?) * u64::from(group.block_size.0),
+        max_num_batched_tokens: group.max_num_batched_tokens.0,
+        max_num_seqs: group.max_num_seqs.0,
         output_tokens_per_s: round(loaded.output_tokens_per_s, 6),
         ttft_ms: stats(&loaded.ttft_ms),
         tpot_ms: stats(&loaded.tpot_ms),
@@ -334,6 +345,28 @@ mod tests {
         );
         let e2e_s = (e.ttft_ms.mean + 99.0 * e.tpot_ms.mean) / 1e3;
         assert!((e.output_tokens_per_s * e2e_s / 100.0 - 1.0).abs() < 0.01);
+    }
+
+    /// `estimate` runs `vllm serve`'s limits for the GPU (vllm/engine/arg_utils.py): 8,192 tokens and
+    /// 1,024 sequences on an H100, 2,048 and 256 on an A100; and says so.
+    #[test]
+    fn the_engine_limits_are_vllm_serves_for_the_gpu() {
+        let h100 = estimate(&req(None)).unwrap();
+        assert_eq!(
+            (h100.max_num_batched_tokens, h100.max_num_seqs),
+            (8192, 1024)
+        );
+        assert!(
+            h100.to_markdown()
+                .contains("| engine limits | 8192 tokens per step, 1024 sequences |")
+        );
+        let mut r = req(None);
+        r.gpu = GpuId::A100;
+        let a100 = estimate(&r).unwrap();
+        assert_eq!(
+            (a100.max_num_batched_tokens, a100.max_num_seqs),
+            (2048, 256)
+        );
     }
 
     #[test]

@@ -197,8 +197,8 @@ mod defaults {
 }
 
 impl WorkerGroup {
-    /// One worker of `gpu` × `model` × `tp` × `precision` with vLLM's default engine parameters and the
-    /// built-in profile (what a `[[workers]]` table with only those keys gives).
+    /// One worker of `gpu` × `model` × `tp` × `precision` with `vllm serve`'s default engine parameters
+    /// for that GPU ([`crate::hardware::memory::vllm_server_defaults`]) and the built-in profile (what a `[[workers]]` table with only those keys gives).
     pub fn single(gpu: GpuId, model: ModelId, tp: u32, precision: Precision) -> Self {
         WorkerGroup {
             count: PositiveInt(1),
@@ -206,8 +206,12 @@ impl WorkerGroup {
             model,
             tp: PositiveInt(tp),
             precision,
-            max_num_batched_tokens: defaults::max_num_batched_tokens(),
-            max_num_seqs: defaults::max_num_seqs(),
+            max_num_batched_tokens: PositiveInt(
+                crate::hardware::memory::vllm_server_defaults(gpu).max_num_batched_tokens,
+            ),
+            max_num_seqs: PositiveInt(
+                crate::hardware::memory::vllm_server_defaults(gpu).max_num_seqs,
+            ),
             block_size: defaults::block_size(),
             enable_prefix_caching: defaults::enable_prefix_caching(),
             gpu_memory_utilization: defaults::gpu_memory_utilization(),
@@ -316,6 +320,7 @@ impl Scenario {
                 .try_into()
                 .map_err(|e: toml::de::Error| override_error(text, file, overrides, &e))?
         };
+        apply_gpu_engine_defaults(&mut scenario, text, overrides);
         scenario.workload.base_dir = Path::new(file)
             .parent()
             .map(Path::to_path_buf)
@@ -690,6 +695,37 @@ fn override_error(
 }
 
 /// Turns a TOML error into `file:line:column: message`.
+/// Gives each worker group, for each of `max_num_batched_tokens` and `max_num_seqs` it does not set (in
+/// the file or by `--set`), the default `vllm serve` picks on its GPU
+/// ([`crate::hardware::memory::vllm_server_defaults`]), as a real server would; a key that is set
+/// stays as set. Called once the text and the overrides are known to parse.
+fn apply_gpu_engine_defaults(scenario: &mut Scenario, text: &str, overrides: &[String]) {
+    let Ok(mut table) = toml::from_str::<toml::Table>(text) else {
+        return;
+    };
+    for o in overrides {
+        if apply_override(&mut table, o).is_err() {
+            return;
+        }
+    }
+    let groups = table.get("workers").and_then(toml::Value::as_array);
+    for (i, g) in scenario.workers.iter_mut().enumerate() {
+        let set = |key: &str| {
+            groups
+                .and_then(|a| a.get(i))
+                .and_then(toml::Value::as_table)
+                .is_some_and(|t| t.contains_key(key))
+        };
+        let d = crate::hardware::memory::vllm_server_defaults(g.gpu);
+        if !set("max_num_batched_tokens") {
+            g.max_num_batched_tokens = PositiveInt(d.max_num_batched_tokens);
+        }
+        if !set("max_num_seqs") {
+            g.max_num_seqs = PositiveInt(d.max_num_seqs);
+        }
+    }
+}
+
 fn toml_error(text: &str, file: &str, e: &toml::de::Error) -> ScenarioError {
     let (location, message) = toml_error_parts(text, file, e);
     ScenarioError { location, message }
@@ -956,16 +992,38 @@ policy = "least_outstanding"
         assert!(e.starts_with(&format!("s.toml:{line}:")), "{e}");
     }
 
+    /// A group that leaves out the step budget or the sequence cap gets `vllm serve`'s default for its
+    /// GPU (vllm/engine/arg_utils.py: 8,192 tokens and 1,024 sequences on an H100; 2,048 and 256 on an
+    /// A100, excluded by name); a key set in the file or by `--set` is kept.
+    #[test]
+    fn engine_limits_default_per_gpu_unless_set() {
+        let limits = |text: &str, sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            let s = Scenario::parse(text, "s.toml", &sets).unwrap();
+            let w = &s.workers[0];
+            (w.max_num_batched_tokens.0, w.max_num_seqs.0)
+        };
+        assert_eq!(limits(GOOD, &[]), (8192, 1024));
+        let a100 = GOOD.replace("gpu = \"h100\"", "gpu = \"a100\"");
+        assert_eq!(limits(&a100, &[]), (2048, 256));
+        let set = GOOD.replace("count = 2", "count = 2\nmax_num_seqs = 64");
+        assert_eq!(limits(&set, &[]), (8192, 64));
+        assert_eq!(
+            limits(&a100, &["workers[0].max_num_batched_tokens=4096"]),
+            (4096, 256)
+        );
+    }
+
     /// The serialised scenario is the resolved one: defaults the file left out are there.
     #[test]
     fn the_serialised_scenario_fills_in_every_default() {
         let s = Scenario::parse(GOOD, "s.toml", &[]).unwrap();
         let v = serde_json::to_value(&s).unwrap();
-        // GOOD sets none of these; the values are vLLM's defaults (block 16 tokens, 256 sequences,
-        // 90 % of GPU memory) and tp 1.
+        // GOOD sets none of these; the values are vLLM's defaults (block 16 tokens, 1,024 sequences
+        // on an H100, 90 % of GPU memory) and tp 1.
         let w = &v["workers"][0];
         assert_eq!(w["block_size"], 16);
-        assert_eq!(w["max_num_seqs"], 256);
+        assert_eq!(w["max_num_seqs"], 1024);
         assert_eq!(w["gpu_memory_utilization"], 0.9);
         assert_eq!(w["tp"], 1);
         assert_eq!(v["seed"], 3);

@@ -2,6 +2,7 @@
 
 pub mod fp8;
 pub mod gpu;
+pub mod memory;
 pub mod model;
 pub mod perf;
 pub mod power;

@@ -63,17 +63,12 @@ impl Default for EngineParams {
     }
 }
 
-/// Bytes kept free for activations and the runtime, per GPU: 1 GiB for the CUDA context, graphs and
-/// allocator slack, plus the peak activations of a full-budget step (hidden states, the MLP's widest
-/// intermediate, and the sampled logits) in 16 bits. vLLM measures this by a profiling run; this is an
-/// estimate of the same order (1–3 GiB for 7–70B models at an 8k-token budget).
+/// Bytes kept free per GPU for neither weights nor KV cache: what vLLM V1's start-up profiling keeps
+/// aside (the runtime, a full-budget step's activations, the sampler warm-up over `max_num_seqs`
+/// requests, all-reduce buffers at TP > 1), as modelled and fitted in [`crate::hardware::memory`].
 pub fn activation_reserve_bytes(perf: &PerfModel, params: &EngineParams) -> f64 {
-    let m = perf.model.spec();
-    let tokens = f64::from(params.max_num_batched_tokens);
-    let per_token =
-        (4.0 * f64::from(m.hidden) + 2.0 * f64::from(m.intermediate)) * 2.0 / f64::from(perf.tp);
-    let logits = f64::from(params.max_num_seqs) * f64::from(m.vocab) * 4.0;
-    1024.0 * 1024.0 * 1024.0 + tokens * per_token + logits
+    crate::hardware::memory::reserve(perf, params.max_num_batched_tokens, params.max_num_seqs)
+        .total()
 }
 
 /// KV blocks that fit on each GPU of the replica, or why none do.
