@@ -735,35 +735,38 @@ impl Simulation {
                 }
                 seq.failure_blocks = lost as u32;
             }
-            if let Some(delay) = self.plan_tier_load(w, &mut seq) {
-                self.prof.stop(Phase::KvBookkeeping, t);
-                let epoch = self.workers[w].epoch;
-                self.schedule(
-                    self.now + delay,
-                    Class::Arrival,
-                    Event::Deliver {
-                        worker: w,
-                        epoch,
-                        seq: Box::new(seq),
-                    },
-                );
-                return;
-            }
-            if let Some((from, lands)) = self.plan_peer_load(w, &mut seq) {
-                self.prof.stop(Phase::KvBookkeeping, t);
-                let (from_epoch, to_epoch) = (self.workers[from].epoch, self.workers[w].epoch);
-                self.schedule(
-                    lands,
-                    Class::Arrival,
-                    Event::PeerDeliver {
-                        from,
-                        from_epoch,
-                        to: w,
-                        to_epoch,
-                        seq: Box::new(seq),
-                    },
-                );
-                return;
+            match self.place_missing_prefix(w, &mut seq) {
+                Some(peer::Placement::Tier(delay)) => {
+                    self.prof.stop(Phase::KvBookkeeping, t);
+                    let epoch = self.workers[w].epoch;
+                    self.schedule(
+                        self.now + delay,
+                        Class::Arrival,
+                        Event::Deliver {
+                            worker: w,
+                            epoch,
+                            seq: Box::new(seq),
+                        },
+                    );
+                    return;
+                }
+                Some(peer::Placement::Peer(from, lands)) => {
+                    self.prof.stop(Phase::KvBookkeeping, t);
+                    let (from_epoch, to_epoch) = (self.workers[from].epoch, self.workers[w].epoch);
+                    self.schedule(
+                        lands,
+                        Class::Arrival,
+                        Event::PeerDeliver {
+                            from,
+                            from_epoch,
+                            to: w,
+                            to_epoch,
+                            seq: Box::new(seq),
+                        },
+                    );
+                    return;
+                }
+                None => {}
             }
         }
         self.prof.stop(Phase::KvBookkeeping, t);
