@@ -388,6 +388,7 @@ impl Scenario {
             .map_err(|(f, m)| (format!("gateway.{f}"), m))?;
         self.validate_tiers()?;
         self.validate_disaggregation()?;
+        self.validate_replication()?;
         if self.faults.is_empty() {
             return self.validate_router();
         }
@@ -580,6 +581,61 @@ impl Scenario {
                     }
                     Some(_) => {}
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Hot-prefix replication: a positive window, more than one copy, prefix caches to copy into, and
+    /// at least two workers with a link between them.
+    fn validate_replication(&self) -> Result<(), (String, String)> {
+        let Some(r) = &self.interconnect.replication else {
+            return Ok(());
+        };
+        let at = |f: &str| format!("interconnect.replication.{f}");
+        if r.window == SimDuration::ZERO {
+            return Err((at("window"), "must be greater than 0".into()));
+        }
+        if r.copies.0 < 2 {
+            return Err((
+                at("copies"),
+                format!(
+                    "is the number of workers that should hold a hot prefix, its holder included: {} would never copy anything (use at least 2, or drop [interconnect.replication])",
+                    r.copies.0
+                ),
+            ));
+        }
+        if let Some(i) = self.workers.iter().position(|g| !g.enable_prefix_caching) {
+            return Err((
+                "interconnect.replication".into(),
+                format!(
+                    "copies prefixes into prefix caches, but workers[{i}] has enable_prefix_caching = false"
+                ),
+            ));
+        }
+        if self.worker_count() < 2 {
+            return Err((
+                "interconnect.replication".into(),
+                "the fleet has one worker: there is no other worker to copy a prefix to".into(),
+            ));
+        }
+        if !self.interconnect.across_nodes {
+            let mut per_node: Vec<(&str, u32)> = Vec::new();
+            for g in &self.workers {
+                let Some(label) = g.node.as_deref() else {
+                    continue;
+                };
+                match per_node.iter_mut().find(|(n, _)| *n == label) {
+                    Some((_, c)) => *c += g.count.0,
+                    None => per_node.push((label, g.count.0)),
+                }
+            }
+            if !per_node.iter().any(|&(_, c)| c >= 2) {
+                return Err((
+                    "interconnect.replication".into(),
+                    "needs links between workers, but interconnect.across_nodes is false and no node label holds two workers: no worker could reach another"
+                        .into(),
+                ));
             }
         }
         Ok(())
@@ -778,6 +834,9 @@ fn find_line(text: &str, path: &str) -> Option<usize> {
     if let Some(line) = find_class_line(text, path) {
         return Some(line);
     }
+    if let Some(line) = find_subtable_line(text, path) {
+        return Some(line);
+    }
     let mut parts = path.split('.');
     let first = parts.next()?;
     let key = parts.next(); // inline tables: the line of the key that holds them
@@ -821,6 +880,31 @@ fn find_line(text: &str, path: &str) -> Option<usize> {
         }
     }
     header_line
+}
+
+/// The line of `a.b.key` (or of `a.b` itself) when the text has a `[a.b]` table header: the line
+/// of the key in that table, else the header's.
+fn find_subtable_line(text: &str, path: &str) -> Option<usize> {
+    if path.contains('[') {
+        return None;
+    }
+    let mut parts = path.splitn(3, '.');
+    let (a, b, key) = (parts.next()?, parts.next()?, parts.next());
+    let header = format!("[{a}.{b}]");
+    let start = text.lines().position(|l| l.trim() == header)?;
+    for (i, line) in text.lines().enumerate().skip(start + 1) {
+        let l = line.trim();
+        if l.starts_with('[') {
+            break;
+        }
+        if let Some(k) = key
+            && l.starts_with(k)
+            && l[k.len()..].trim_start().starts_with('=')
+        {
+            return Some(i + 1);
+        }
+    }
+    Some(start + 1)
 }
 
 /// `workers.0.count` written as `workers[0].count`: a key that is a number indexes the array before it.

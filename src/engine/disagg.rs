@@ -72,7 +72,10 @@ impl Simulation {
     /// Sets worker roles (indexed by worker) and the interconnect from `s`; a fleet with only `both`
     /// workers and no peer transfer stays as it was (no effect).
     pub(super) fn set_disaggregation(&mut self, s: &Scenario) {
-        if !s.is_disaggregated() && !s.interconnect.peer_transfer {
+        if !s.is_disaggregated()
+            && !s.interconnect.peer_transfer
+            && s.interconnect.replication.is_none()
+        {
             return;
         }
         let roles = s.worker_roles();

@@ -21,6 +21,7 @@ mod offload;
 mod peer;
 pub mod profile;
 pub mod queue;
+mod replication;
 mod route_sources;
 mod steady_run;
 
@@ -84,6 +85,8 @@ enum Event {
         to_epoch: u64,
         seq: Box<Sequence>,
     },
+    /// A copy of a hot prefix lands on its target (`replication.rs`).
+    ReplicaLands(Box<replication::Replica>),
     /// A connection to dead `worker` failed (refused, or timed out).
     ConnectFailed { worker: usize, seq: Box<Sequence> },
     /// The idle timeout of `request` on hung `worker` (incarnation `epoch`).
@@ -209,6 +212,8 @@ pub struct Simulation {
     bulk_steps: u64,
     /// Worker roles and the interconnect of a disaggregated fleet (`disagg.rs`); `None` when aggregated.
     disagg: Option<disagg::Disagg>,
+    /// Hot-prefix replication (`replication.rs`); `None` unless `[interconnect.replication]`.
+    replication: Option<Box<replication::Replication>>,
 }
 
 impl Simulation {
@@ -250,6 +255,10 @@ impl Simulation {
         sim.set_faults(plan, s.gateway.clone(), starts);
         sim.set_tiers(s.tiers.clone());
         sim.set_disaggregation(s);
+        sim.replication = s.interconnect.replication.as_ref().map(|r| {
+            let block_size = sim.workers[0].params.block_size;
+            Box::new(replication::Replication::new(r, block_size))
+        });
         Ok(sim)
     }
 
@@ -353,6 +362,7 @@ impl Simulation {
             prof: Profile::new(false),
             bulk_steps: 0,
             disagg: None,
+            replication: None,
         }
     }
 
@@ -454,6 +464,7 @@ impl Simulation {
                     to_epoch,
                     seq,
                 } => self.on_peer_deliver((from, from_epoch), (to, to_epoch), *seq),
+                Event::ReplicaLands(copy) => self.on_replica_lands(*copy),
                 Event::StepDone { worker, epoch, .. } => {
                     if self.workers[worker].epoch == epoch {
                         self.complete_steady_run(worker);
@@ -622,6 +633,9 @@ impl Simulation {
             self.gateway_error(seq, None, "no worker up");
             return;
         };
+        if self.replication.is_some() {
+            self.replicate_hot(&hashes[..prompt_blocks]);
+        }
         let w = decision.worker;
         seq.prefill_only = stage == Some(disagg::Stage::Prefill) && self.is_prefill_worker(w);
         // What `w` holds of the prompt, computed once: the router's record and the enqueue below both
@@ -721,35 +735,38 @@ impl Simulation {
                 }
                 seq.failure_blocks = lost as u32;
             }
-            if let Some(delay) = self.plan_tier_load(w, &mut seq) {
-                self.prof.stop(Phase::KvBookkeeping, t);
-                let epoch = self.workers[w].epoch;
-                self.schedule(
-                    self.now + delay,
-                    Class::Arrival,
-                    Event::Deliver {
-                        worker: w,
-                        epoch,
-                        seq: Box::new(seq),
-                    },
-                );
-                return;
-            }
-            if let Some((from, lands)) = self.plan_peer_load(w, &mut seq) {
-                self.prof.stop(Phase::KvBookkeeping, t);
-                let (from_epoch, to_epoch) = (self.workers[from].epoch, self.workers[w].epoch);
-                self.schedule(
-                    lands,
-                    Class::Arrival,
-                    Event::PeerDeliver {
-                        from,
-                        from_epoch,
-                        to: w,
-                        to_epoch,
-                        seq: Box::new(seq),
-                    },
-                );
-                return;
+            match self.place_missing_prefix(w, &mut seq) {
+                Some(peer::Placement::Tier(delay)) => {
+                    self.prof.stop(Phase::KvBookkeeping, t);
+                    let epoch = self.workers[w].epoch;
+                    self.schedule(
+                        self.now + delay,
+                        Class::Arrival,
+                        Event::Deliver {
+                            worker: w,
+                            epoch,
+                            seq: Box::new(seq),
+                        },
+                    );
+                    return;
+                }
+                Some(peer::Placement::Peer(from, lands)) => {
+                    self.prof.stop(Phase::KvBookkeeping, t);
+                    let (from_epoch, to_epoch) = (self.workers[from].epoch, self.workers[w].epoch);
+                    self.schedule(
+                        lands,
+                        Class::Arrival,
+                        Event::PeerDeliver {
+                            from,
+                            from_epoch,
+                            to: w,
+                            to_epoch,
+                            seq: Box::new(seq),
+                        },
+                    );
+                    return;
+                }
+                None => {}
             }
         }
         self.prof.stop(Phase::KvBookkeeping, t);
@@ -988,6 +1005,7 @@ impl Simulation {
         self.collector.series.close_kv(self.now, workers);
         summary.disaggregation = self.disagg_summary();
         summary.peer_transfer = self.peer_summary();
+        summary.replication = self.replication_summary();
         RunOutput {
             summary,
             bench,

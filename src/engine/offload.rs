@@ -10,6 +10,16 @@ use crate::tiers::{BlockLayout, TierKind, Tiers, TiersSpec, pricing::cheapest_lo
 use crate::time::SimDuration;
 use crate::worker::Sequence;
 
+/// A tier load priced at dispatch, not yet booked: the `k` blocks after the `local` ones the GPU
+/// caches, from the tiers `located` names for them, landing `ready_in` from now.
+#[derive(Debug)]
+pub(super) struct TierPlan {
+    pub local: usize,
+    pub k: usize,
+    pub located: Vec<TierKind>,
+    pub ready_in: SimDuration,
+}
+
 impl Simulation {
     /// Sets the `[tiers]` section (none by default) and builds the tiers.
     pub fn set_tiers(&mut self, spec: TiersSpec) {
@@ -69,10 +79,10 @@ impl Simulation {
         tiers.write_turn(w, &seq.hashes[..full], self.now);
     }
 
-    /// If the tiers hold blocks after `w`'s GPU-cached prefix of `seq` and loading some of them plus
-    /// computing the rest beats computing it all (under `w`'s step model), books the load, marks the
-    /// blocks for loading, and returns how long until they land.
-    pub(super) fn plan_tier_load(&mut self, w: usize, seq: &mut Sequence) -> Option<SimDuration> {
+    /// The cheapest tier load for `seq` on `w` (the blocks after its GPU-cached prefix, when loading
+    /// some of them plus computing the rest beats computing it all), priced but not booked; counts the
+    /// tiers' lookups.
+    pub(super) fn quote_tier_load(&mut self, w: usize, seq: &Sequence) -> Option<TierPlan> {
         let tiers = self.tiers.as_mut()?;
         let worker = &self.workers[w];
         let bs = worker.params.block_size;
@@ -95,6 +105,28 @@ impl Simulation {
         if k == 0 {
             return None;
         }
+        let ready_in = quotes.iter().find(|q| q.0 == k).map(|q| q.1)?;
+        Some(TierPlan {
+            local,
+            k,
+            located,
+            ready_in,
+        })
+    }
+
+    /// Books `plan` (from [`Simulation::quote_tier_load`] for the same `w` and `seq`, at this instant),
+    /// marks the blocks for loading, and returns how long until they land.
+    pub(super) fn book_tier_load(
+        &mut self,
+        w: usize,
+        seq: &mut Sequence,
+        plan: TierPlan,
+    ) -> SimDuration {
+        let bs = self.workers[w].params.block_size;
+        let TierPlan {
+            local, k, located, ..
+        } = plan;
+        let tiers = self.tiers.as_mut().expect("a tier plan implies tiers");
         let lands = tiers.load(
             w,
             &seq.hashes[local..local + k],
@@ -103,7 +135,7 @@ impl Simulation {
             self.now,
         );
         seq.load_blocks = (local + k) as u32;
-        Some(lands.since(self.now))
+        lands.since(self.now)
     }
 
     /// What each configured tier did, for the summary.

@@ -62,6 +62,9 @@ pub struct Summary {
     /// Prefixes pulled from other workers' GPU caches; absent unless `[interconnect] peer_transfer`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_transfer: Option<PeerSummary>,
+    /// Hot prefixes copied to more workers; absent unless `[interconnect.replication]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<ReplicationSummary>,
 }
 
 /// The fleet's energy over the run (`summary.json` `energy`), from `hardware::power`: idle power while
@@ -122,6 +125,24 @@ pub struct PeerSummary {
     pub mean_transfer_ms: f64,
     /// Transfers whose source failed before they landed (the request recomputed the blocks).
     pub lost_to_source_failure: u64,
+}
+
+/// What hot-prefix replication (`[interconnect.replication]`) did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReplicationSummary {
+    /// Times a prefix's request rate crossed the threshold.
+    pub hot_prefixes: u64,
+    /// Copies booked on the interconnect.
+    pub copies: u64,
+    pub blocks_transferred: u64,
+    pub bytes_transferred: u64,
+    /// Blocks the targets registered in their prefix caches (at most `blocks_transferred`: a copy
+    /// stops short on a target with no free block).
+    pub blocks_registered: u64,
+    /// Transfer time (queueing on the ports included).
+    pub mean_transfer_ms: f64,
+    /// Copies whose source or target failed before they landed.
+    pub lost_to_failure: u64,
 }
 
 /// What a disaggregated fleet's prefill-to-decode hand-offs did.
@@ -549,6 +570,7 @@ impl Summary {
             energy: None,
             disaggregation: None,
             peer_transfer: None,
+            replication: None,
         }
     }
 
@@ -801,6 +823,24 @@ impl Summary {
                 p.recompute_avoided_tokens,
                 p.mean_transfer_ms,
                 p.lost_to_source_failure
+            );
+        }
+        if let Some(r) = &self.replication {
+            let _ = writeln!(
+                o,
+                "\n| replication | hot prefixes | copies | blocks sent | blocks registered | KV moved (GB) | mean transfer (ms) | lost |"
+            );
+            let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|---:|");
+            let _ = writeln!(
+                o,
+                "| | {} | {} | {} | {} | {:.2} | {:.3} | {} |",
+                r.hot_prefixes,
+                r.copies,
+                r.blocks_transferred,
+                r.blocks_registered,
+                r.bytes_transferred as f64 / 1e9,
+                r.mean_transfer_ms,
+                r.lost_to_failure
             );
         }
         if !self.recovery.is_empty() {

@@ -44,6 +44,10 @@ pub struct InterconnectSpec {
     /// its own pulls those blocks over this interconnect when that beats recomputing them.
     #[serde(default)]
     pub peer_transfer: bool,
+    /// Hot-prefix replication: prefixes requested faster than a threshold are copied to more workers
+    /// over this interconnect ([`crate::tiers::hot_prefix`]); `None` (the default) copies nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<crate::tiers::hot_prefix::ReplicationSpec>,
 }
 
 mod defaults {
@@ -71,6 +75,7 @@ impl Default for InterconnectSpec {
             rdma_latency: defaults::rdma_latency(),
             across_nodes: defaults::across_nodes(),
             peer_transfer: false,
+            replication: None,
         }
     }
 }
@@ -208,6 +213,7 @@ mod tests {
             rdma_latency: SimDuration(25_000),
             across_nodes: across,
             peer_transfer: false,
+            replication: None,
         };
         let ep = |node, gpus| Endpoint {
             node,

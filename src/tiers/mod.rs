@@ -25,6 +25,7 @@
 //! The shared KV store of `gateway.session_state = "shared_tier"` (finished turns written, read back by
 //! any worker) is this module's `shared` tier.
 
+pub mod hot_prefix;
 pub mod interconnect;
 pub mod link;
 pub mod pricing;

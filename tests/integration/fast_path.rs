@@ -263,3 +263,18 @@ proptest! {
         both_ways(&s, &format!("{o:?}"));
     }
 }
+
+/// Hot-prefix replication lands copies in workers' caches between their steps (each landing settles
+/// the target first): the fast path must still match stepping one by one, with copies really made.
+#[test]
+fn hot_prefix_replication_gives_the_same_summary_both_ways() {
+    let s = Scenario::load(
+        &scenario_path("hot-prefix-replication.toml"),
+        &["duration=\"40s\"".to_string()],
+    )
+    .unwrap();
+    let out = both_ways(&s, "hot-prefix-replication");
+    let r = out.summary.replication.unwrap();
+    assert!(r.copies > 0 && r.blocks_registered > 0, "{r:?}");
+    assert!(out.bulk_steps > 1_000, "{} bulk steps", out.bulk_steps);
+}

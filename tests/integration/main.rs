@@ -18,6 +18,7 @@ mod prefix_cache;
 mod profiles;
 mod queueing;
 mod readme;
+mod replication;
 mod report_cmd;
 mod report_page;
 mod results;
