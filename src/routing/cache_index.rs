@@ -292,7 +292,7 @@ mod tests {
                 let w = (next() % workers as u64) as usize;
                 // Mostly early blocks, so that long shared prefixes exist.
                 let b = (next() % 30).min(next() % 30) as usize;
-                if next() % 5 == 0 {
+                if next().is_multiple_of(5) {
                     ix.remove(w, hashes[b]);
                 } else {
                     ix.store(w, hashes[b]);

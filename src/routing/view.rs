@@ -10,7 +10,6 @@
 //!   SGLang's timer-driven tree eviction does; in between the memory may exceed it.
 
 use std::collections::VecDeque;
-
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
@@ -113,8 +112,6 @@ impl ApproxLru {
         n
     }
 
-    /// Records that block `h` was routed here at `now` (moving it to the back); returns whether it is
-    /// new to this worker.
     /// The node of block `h`, if it is on the list.
     fn find(&self, h: u64) -> Option<u32> {
         let nodes = &self.nodes;
@@ -123,6 +120,8 @@ impl ApproxLru {
             .copied()
     }
 
+    /// Records that block `h` was routed here at `now` (moving it to the back); returns whether it is
+    /// new to this worker.
     fn touch(&mut self, h: u64, now: SimTime) -> bool {
         match self.find(h) {
             Some(i) => {
@@ -493,7 +492,7 @@ mod tests {
                 .wrapping_mul(6_364_136_223_846_793_005)
                 .wrapping_add(1_442_695_040_888_963_407);
             let h = (x >> 33) % 48;
-            if (x >> 20) % 3 == 0 {
+            if (x >> 20).is_multiple_of(3) {
                 let expect = (!model.is_empty()).then(|| model.remove(0).0);
                 assert_eq!(lru.pop_oldest(), expect, "step {step}");
             } else {
