@@ -166,11 +166,7 @@ impl Router {
         let mut prefix_owner = None;
         if let Some(v) = &mut self.view {
             v.advance(now);
-            v.overlaps(prompt_hashes, &mut self.overlaps);
-            let longest = self.overlaps.iter().copied().max().unwrap_or(0) as usize;
-            if longest > 0 {
-                prefix_owner = v.attributed(prompt_hashes[longest - 1]);
-            }
+            prefix_owner = v.overlaps_and_owner(prompt_hashes, &mut self.overlaps);
         }
         let load_age = match self.last_refresh {
             Some(t) if interval.0 > 0 => now - t,
