@@ -11,13 +11,15 @@
 //! and property-tested):
 //! 1. `used + free == total`, where `used = #{refs > 0}` and `free` is the free queue's length.
 //! 2. A block is on the free queue iff its `refs == 0`.
-//! 3. `index[h] == Cached(b)` iff `hash[b] == Some(h)`.
-//! 4. `index[h] == Evicted(_)` only for hashes evicted within the last `total` evictions and not cached
-//!    since (a bounded "ghost" memory, used to attribute recompute to eviction).
+//! 3. `index[h] == Cached(b)` iff block `b` holds content `h`.
+//! 4. A hash counts as *recently evicted* iff `index[h] == Evicted(n)` with `n` among the last `total`
+//!    evictions (a bounded "ghost" memory, used to attribute recompute to eviction). Older `Evicted`
+//!    entries mean nothing (the hash is as unknown as one never seen) and are swept out in bulk when the
+//!    index would otherwise grow ([`BlockPool::sweep_old_evictions`]), so an eviction costs one index
+//!    update and nothing else, and the index holds at most `total` cached entries, `total` remembered
+//!    evictions and the expired evictions since the last sweep.
 //!
 //! Running out of blocks is not a bug: [`BlockPool::allocate`] returns `None` and the scheduler preempts.
-
-use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -63,15 +65,43 @@ impl Slot {
     }
 }
 
+/// One block's bookkeeping, kept together so that touching a block (taking it off the free queue,
+/// evicting its content, releasing it) costs one cache line instead of one per array: 24 bytes.
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    /// The chain hash of the block's content; meaningful only when `hashed`.
+    hash: u64,
+    /// Running sequences holding the block.
+    refs: u32,
+    /// Free-queue links (`NIL` at the ends, and while the block is used).
+    prev: u32,
+    next: u32,
+    /// Whether the block holds a full block of content (`hash`).
+    hashed: bool,
+}
+
+impl Block {
+    const EMPTY: Block = Block {
+        hash: 0,
+        refs: 0,
+        prev: NIL,
+        next: NIL,
+        hashed: false,
+    };
+
+    /// The content's hash, if the block holds content.
+    fn content(&self) -> Option<u64> {
+        self.hashed.then_some(self.hash)
+    }
+}
+
 /// Paged KV memory of one worker, with a prefix cache over its free blocks.
 #[derive(Debug, Clone)]
 pub struct BlockPool {
     block_size: u32,
-    refs: Vec<u32>,
-    hash: Vec<Option<u64>>,
-    // Free queue: an intrusive doubly linked list over block ids; head is evicted first.
-    prev: Vec<u32>,
-    next: Vec<u32>,
+    /// Per-block state, indexed by [`BlockId`]. The free queue is an intrusive doubly linked list
+    /// through `prev`/`next`; its head is evicted first.
+    blocks: Vec<Block>,
     head: u32,
     tail: u32,
     free: u32,
@@ -80,9 +110,10 @@ pub struct BlockPool {
     index: HashMap<u64, Slot>,
     /// Blocks with content (cached entries in `index`).
     cached: usize,
-    /// The last `total` evictions, oldest first: (hash, eviction number).
-    ghosts: VecDeque<(u64, u64)>,
+    /// Evictions so far; the next eviction's number.
     evictions: u64,
+    /// `evictions` at the last sweep of expired evictions out of `index`.
+    swept_at: u64,
     peak_used: u32,
     /// Cache events since the last drain; recorded only when someone listens.
     events: Option<Vec<KvEvent>>,
@@ -97,16 +128,13 @@ impl BlockPool {
         assert!(total < NIL, "too many blocks");
         let mut pool = BlockPool {
             block_size,
-            refs: vec![0; total as usize],
-            hash: vec![None; total as usize],
-            prev: vec![NIL; total as usize],
-            next: vec![NIL; total as usize],
+            blocks: vec![Block::EMPTY; total as usize],
             head: NIL,
             tail: NIL,
             free: 0,
             index: HashMap::default(),
             cached: 0,
-            ghosts: VecDeque::new(),
+            swept_at: 0,
             evictions: 0,
             peak_used: 0,
             events: None,
@@ -142,7 +170,7 @@ impl BlockPool {
 
     /// Blocks in the pool.
     pub fn total(&self) -> u32 {
-        self.refs.len() as u32
+        self.blocks.len() as u32
     }
 
     /// Blocks on the free queue (empty or cached-but-evictable).
@@ -157,7 +185,7 @@ impl BlockPool {
 
     /// References held on blocks, summed over blocks (a block shared by `k` sequences counts `k`).
     pub fn references(&self) -> u64 {
-        self.refs.iter().map(|&r| u64::from(r)).sum()
+        self.blocks.iter().map(|b| u64::from(b.refs)).sum()
     }
 
     /// The most blocks ever used at once.
@@ -205,7 +233,7 @@ impl BlockPool {
 
     /// Hashes of every block with content (cached or in use), in block order.
     pub fn content_hashes(&self) -> impl Iterator<Item = u64> + '_ {
-        self.hash.iter().filter_map(|h| *h)
+        self.blocks.iter().filter_map(Block::content)
     }
 
     /// Takes the events recorded since the last call (none unless [`BlockPool::record_events`] was called).
@@ -226,6 +254,20 @@ impl BlockPool {
             .count()
     }
 
+    /// Appends to `out` the blocks that cache the leading blocks of `hashes`, up to the first not cached
+    /// here, and returns how many it appended: [`BlockPool::cached_prefix`] and a
+    /// [`BlockPool::lookup`] of each hit in one pass over the index. Does not change recency.
+    pub fn cached_prefix_blocks(&self, hashes: &[u64], out: &mut Vec<BlockId>) -> usize {
+        let before = out.len();
+        for h in hashes {
+            match self.lookup(*h) {
+                Some(b) => out.push(b),
+                None => break,
+            }
+        }
+        out.len() - before
+    }
+
     /// The block that caches `hash`, if any.
     pub fn lookup(&self, hash: u64) -> Option<BlockId> {
         self.index.get(&hash).and_then(|s| s.block())
@@ -233,23 +275,39 @@ impl BlockPool {
 
     /// Whether this pool evicted `hash` recently (within the last `total` evictions) and holds it no more.
     pub fn recently_evicted(&self, hash: u64) -> bool {
-        self.index.get(&hash).is_some_and(|s| s.block().is_none())
+        self.index.get(&hash).is_some_and(|&s| self.remembers(s))
+    }
+
+    /// Whether `slot` is an eviction among the last `total` (invariant 4).
+    fn remembers(&self, slot: Slot) -> bool {
+        slot.block().is_none() && slot.0 + u64::from(self.total()) >= self.evictions
+    }
+
+    /// Removes the evictions older than the last `total` from the index (they are no longer
+    /// remembered, invariant 4). Called when the index is full and about to grow, at most once per
+    /// `total / 8` evictions, so that expired entries cost at most one growth of the table and the sweep
+    /// (a pass over the table, in memory order) costs a few entries' visits per eviction.
+    fn sweep_old_evictions(&mut self) {
+        let horizon = self.evictions.saturating_sub(u64::from(self.total()));
+        self.index
+            .retain(|_, s| s.block().is_some() || s.0 >= horizon);
+        self.swept_at = self.evictions;
     }
 
     /// Of the given blocks, how many sit on the free queue (reusing them takes them off it).
     pub fn free_among(&self, blocks: &[BlockId]) -> u32 {
         blocks
             .iter()
-            .filter(|&&b| self.refs[b as usize] == 0)
+            .filter(|&&b| self.blocks[b as usize].refs == 0)
             .count() as u32
     }
 
     /// Takes a reference to a cached block, removing it from the free queue if it was there.
     pub fn touch(&mut self, b: BlockId) {
-        if self.refs[b as usize] == 0 {
+        if self.blocks[b as usize].refs == 0 {
             self.unlink(b);
         }
-        self.refs[b as usize] += 1;
+        self.blocks[b as usize].refs += 1;
         self.note_use();
         self.debug_check();
     }
@@ -261,10 +319,13 @@ impl BlockPool {
             return None;
         }
         self.unlink(b);
-        if let Some(h) = self.hash[b as usize].take() {
+        let block = &mut self.blocks[b as usize];
+        block.refs = 1;
+        if block.hashed {
+            block.hashed = false;
+            let h = block.hash;
             self.evict(h);
         }
-        self.refs[b as usize] = 1;
         self.note_use();
         self.debug_check();
         Some(b)
@@ -274,7 +335,7 @@ impl BlockPool {
     /// its head (whose prefix is more likely to be shared).
     pub fn release(&mut self, blocks: &[BlockId]) {
         for &b in blocks.iter().rev() {
-            let r = &mut self.refs[b as usize];
+            let r = &mut self.blocks[b as usize].refs;
             assert!(*r > 0, "block {b} released more often than taken");
             *r -= 1;
             if *r == 0 {
@@ -287,9 +348,17 @@ impl BlockPool {
     /// Records that used block `b` now holds the full block of content `hash`. If that content is already
     /// cached in another block, `b` stays anonymous (a duplicate computed concurrently).
     pub fn register(&mut self, b: BlockId, h: u64) {
-        assert!(self.refs[b as usize] > 0, "only a used block can be filled");
-        if self.hash[b as usize].is_some() {
+        assert!(
+            self.blocks[b as usize].refs > 0,
+            "only a used block can be filled"
+        );
+        if self.blocks[b as usize].hashed {
             return;
+        }
+        if self.index.len() == self.index.capacity()
+            && self.evictions - self.swept_at >= u64::from(self.total() / 8).max(1)
+        {
+            self.sweep_old_evictions();
         }
         // A new entry starts as a placeholder (never read) and becomes `cached(b)` at once.
         let slot = self
@@ -300,7 +369,9 @@ impl BlockPool {
             return;
         }
         *slot = Slot::cached(b);
-        self.hash[b as usize] = Some(h);
+        let block = &mut self.blocks[b as usize];
+        block.hash = h;
+        block.hashed = true;
         self.cached += 1;
         if let Some(e) = &mut self.events {
             e.push(KvEvent::Stored(h));
@@ -310,7 +381,7 @@ impl BlockPool {
 
     /// Checks every invariant in the module docs; `Err` names the first that fails.
     pub fn check_invariants(&self) -> Result<(), String> {
-        let used = self.refs.iter().filter(|&&r| r > 0).count() as u32;
+        let used = self.blocks.iter().filter(|b| b.refs > 0).count() as u32;
         if used + self.free != self.total() {
             return Err(format!(
                 "used {used} + free {} != total {}",
@@ -318,7 +389,7 @@ impl BlockPool {
                 self.total()
             ));
         }
-        let mut on_queue = vec![false; self.refs.len()];
+        let mut on_queue = vec![false; self.blocks.len()];
         let mut b = self.head;
         let mut n = 0;
         while b != NIL {
@@ -327,7 +398,7 @@ impl BlockPool {
             if n > self.total() {
                 return Err("free queue has a cycle".into());
             }
-            b = self.next[b as usize];
+            b = self.blocks[b as usize].next;
         }
         if n != self.free {
             return Err(format!(
@@ -335,7 +406,7 @@ impl BlockPool {
                 self.free
             ));
         }
-        for (i, &r) in self.refs.iter().enumerate() {
+        for (i, r) in self.blocks.iter().map(|b| b.refs).enumerate() {
             if (r == 0) != on_queue[i] {
                 return Err(format!(
                     "block {i}: refs {r} but on free queue = {}",
@@ -347,23 +418,30 @@ impl BlockPool {
         for (&h, slot) in &self.index {
             if let Some(b) = slot.block() {
                 cached += 1;
-                if self.hash[b as usize] != Some(h) {
+                if self.blocks[b as usize].content() != Some(h) {
                     return Err(format!(
                         "index maps {h:#x} to block {b} which holds {:?}",
-                        self.hash[b as usize]
+                        self.blocks[b as usize].content()
                     ));
                 }
             }
         }
-        let hashed = self.hash.iter().filter(|h| h.is_some()).count();
+        let hashed = self.blocks.iter().filter(|b| b.hashed).count();
         if hashed != cached || cached != self.cached {
             return Err(format!(
                 "{hashed} hashed blocks, {cached} cached index entries, counter {}",
                 self.cached
             ));
         }
-        if self.index.len() - cached > self.ghosts.len() {
-            return Err("more evicted entries than remembered evictions".into());
+        if let Some((h, s)) = self
+            .index
+            .iter()
+            .find(|(_, s)| s.block().is_none() && s.0 >= self.evictions)
+        {
+            return Err(format!(
+                "{h:#x} evicted by eviction {} of {}",
+                s.0, self.evictions
+            ));
         }
         Ok(())
     }
@@ -393,42 +471,37 @@ impl BlockPool {
         if let Some(e) = &mut self.evicted {
             e.push(h);
         }
-        self.ghosts.push_back((h, stamp));
-        if self.ghosts.len() > self.refs.len() {
-            let (old, old_stamp) = self.ghosts.pop_front().expect("non-empty");
-            // Drop the ghost unless the content was cached again (or evicted again later) since.
-            if self.index.get(&old) == Some(&Slot::evicted(old_stamp)) {
-                self.index.remove(&old);
-            }
-        }
     }
 
     fn push_tail(&mut self, b: BlockId) {
-        self.prev[b as usize] = self.tail;
-        self.next[b as usize] = NIL;
-        if self.tail == NIL {
+        let tail = self.tail;
+        let block = &mut self.blocks[b as usize];
+        block.prev = tail;
+        block.next = NIL;
+        if tail == NIL {
             self.head = b;
         } else {
-            self.next[self.tail as usize] = b;
+            self.blocks[tail as usize].next = b;
         }
         self.tail = b;
         self.free += 1;
     }
 
     fn unlink(&mut self, b: BlockId) {
-        let (p, n) = (self.prev[b as usize], self.next[b as usize]);
+        let block = &mut self.blocks[b as usize];
+        let (p, n) = (block.prev, block.next);
+        block.prev = NIL;
+        block.next = NIL;
         if p == NIL {
             self.head = n;
         } else {
-            self.next[p as usize] = n;
+            self.blocks[p as usize].next = n;
         }
         if n == NIL {
             self.tail = p;
         } else {
-            self.prev[n as usize] = p;
+            self.blocks[n as usize].prev = p;
         }
-        self.prev[b as usize] = NIL;
-        self.next[b as usize] = NIL;
         self.free -= 1;
     }
 }
@@ -483,6 +556,48 @@ mod tests {
         assert_eq!((p.evictions(), p.peak_used()), (1, 2));
         assert!(p.records_evictions());
         let _ = (b, c);
+    }
+
+    #[test]
+    fn evictions_are_remembered_for_the_last_total_evictions() {
+        let mut p = BlockPool::new(2, 16);
+        let (a, b) = (p.allocate().unwrap(), p.allocate().unwrap());
+        p.register(a, 1);
+        p.register(b, 2);
+        p.release(&[a]);
+        p.release(&[b]); // free queue: a, b
+        let x = p.allocate().unwrap(); // eviction 0: content 1
+        p.register(x, 3);
+        let y = p.allocate().unwrap(); // eviction 1: content 2
+        p.register(y, 4);
+        assert!(p.recently_evicted(1) && p.recently_evicted(2));
+        p.release(&[x]);
+        p.allocate().unwrap(); // eviction 2: content 3; eviction 0 is now 2 evictions back
+        assert_eq!(p.evictions(), 3);
+        assert!(
+            !p.recently_evicted(1),
+            "only the last `total` = 2 evictions count"
+        );
+        assert!(p.recently_evicted(2) && p.recently_evicted(3));
+        assert!(!p.recently_evicted(4), "content 4 is still cached");
+        p.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn expired_evictions_are_swept_out_of_the_index() {
+        // Endless new content through 4 blocks: the index must not keep every hash ever evicted.
+        // It holds at most 4 cached entries and 4 remembered evictions; sweeps happen when it is
+        // full, so it stays within a small multiple of that (16 = 4 × total, generous for the
+        // hash table's growth steps) instead of growing to thousands.
+        let mut p = BlockPool::new(4, 16);
+        for h in 0..5_000u64 {
+            let b = p.allocate().unwrap();
+            p.register(b, h);
+            p.release(&[b]);
+            assert!(p.index.len() <= 16, "index holds {} entries", p.index.len());
+        }
+        assert!(p.recently_evicted(4_995) && !p.recently_evicted(4_990));
+        p.check_invariants().unwrap();
     }
 
     #[test]
