@@ -12,14 +12,15 @@
 //! 1. `used + free == total`, where `used = #{refs > 0}` and `free` is the free queue's length.
 //! 2. A block is on the free queue iff its `refs == 0`.
 //! 3. `index[h] == Cached(b)` iff block `b` holds content `h`.
-//! 4. A hash counts as *recently evicted* iff `index[h] == Evicted(n)` with `n` among the last `total`
-//!    evictions (a bounded "ghost" memory, used to attribute recompute to eviction). Older `Evicted`
-//!    entries mean nothing (the hash is as unknown as one never seen) and are swept out in bulk when the
-//!    index would otherwise grow ([`BlockPool::sweep_old_evictions`]), so an eviction costs one index
-//!    update and nothing else, and the index holds at most `total` cached entries, `total` remembered
-//!    evictions and the expired evictions since the last sweep.
+//! 4. `index[h] == Evicted(_)` only for hashes evicted within the last `total` evictions and not cached
+//!    since (a bounded "ghost" memory, used to attribute recompute to eviction). So the index holds at
+//!    most `2 · total` entries, and its hash table never grows past what that needs. (Letting expired
+//!    ghosts linger and sweeping them out in bulk saves a lookup per eviction but lets the table
+//!    double: measured +70 MiB peak RSS on `bench-1m`, docs/performance.md.)
 //!
 //! Running out of blocks is not a bug: [`BlockPool::allocate`] returns `None` and the scheduler preempts.
+
+use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -110,10 +111,9 @@ pub struct BlockPool {
     index: HashMap<u64, Slot>,
     /// Blocks with content (cached entries in `index`).
     cached: usize,
-    /// Evictions so far; the next eviction's number.
+    /// The last `total` evictions, oldest first: (hash, eviction number).
+    ghosts: VecDeque<(u64, u64)>,
     evictions: u64,
-    /// `evictions` at the last sweep of expired evictions out of `index`.
-    swept_at: u64,
     peak_used: u32,
     /// Cache events since the last drain; recorded only when someone listens.
     events: Option<Vec<KvEvent>>,
@@ -134,7 +134,7 @@ impl BlockPool {
             free: 0,
             index: HashMap::default(),
             cached: 0,
-            swept_at: 0,
+            ghosts: VecDeque::new(),
             evictions: 0,
             peak_used: 0,
             events: None,
@@ -275,23 +275,7 @@ impl BlockPool {
 
     /// Whether this pool evicted `hash` recently (within the last `total` evictions) and holds it no more.
     pub fn recently_evicted(&self, hash: u64) -> bool {
-        self.index.get(&hash).is_some_and(|&s| self.remembers(s))
-    }
-
-    /// Whether `slot` is an eviction among the last `total` (invariant 4).
-    fn remembers(&self, slot: Slot) -> bool {
-        slot.block().is_none() && slot.0 + u64::from(self.total()) >= self.evictions
-    }
-
-    /// Removes the evictions older than the last `total` from the index (they are no longer
-    /// remembered, invariant 4). Called when the index is full and about to grow, at most once per
-    /// `total / 8` evictions, so that expired entries cost at most one growth of the table and the sweep
-    /// (a pass over the table, in memory order) costs a few entries' visits per eviction.
-    fn sweep_old_evictions(&mut self) {
-        let horizon = self.evictions.saturating_sub(u64::from(self.total()));
-        self.index
-            .retain(|_, s| s.block().is_some() || s.0 >= horizon);
-        self.swept_at = self.evictions;
+        self.index.get(&hash).is_some_and(|s| s.block().is_none())
     }
 
     /// Of the given blocks, how many sit on the free queue (reusing them takes them off it).
@@ -354,11 +338,6 @@ impl BlockPool {
         );
         if self.blocks[b as usize].hashed {
             return;
-        }
-        if self.index.len() == self.index.capacity()
-            && self.evictions - self.swept_at >= u64::from(self.total() / 8).max(1)
-        {
-            self.sweep_old_evictions();
         }
         // A new entry starts as a placeholder (never read) and becomes `cached(b)` at once.
         let slot = self
@@ -433,15 +412,8 @@ impl BlockPool {
                 self.cached
             ));
         }
-        if let Some((h, s)) = self
-            .index
-            .iter()
-            .find(|(_, s)| s.block().is_none() && s.0 >= self.evictions)
-        {
-            return Err(format!(
-                "{h:#x} evicted by eviction {} of {}",
-                s.0, self.evictions
-            ));
+        if self.index.len() - cached > self.ghosts.len() {
+            return Err("more evicted entries than remembered evictions".into());
         }
         Ok(())
     }
@@ -470,6 +442,14 @@ impl BlockPool {
         }
         if let Some(e) = &mut self.evicted {
             e.push(h);
+        }
+        self.ghosts.push_back((h, stamp));
+        if self.ghosts.len() > self.blocks.len() {
+            let (old, old_stamp) = self.ghosts.pop_front().expect("non-empty");
+            // Drop the ghost unless the content was cached again (or evicted again later) since.
+            if self.index.get(&old) == Some(&Slot::evicted(old_stamp)) {
+                self.index.remove(&old);
+            }
         }
     }
 
@@ -584,17 +564,15 @@ mod tests {
     }
 
     #[test]
-    fn expired_evictions_are_swept_out_of_the_index() {
-        // Endless new content through 4 blocks: the index must not keep every hash ever evicted.
-        // It holds at most 4 cached entries and 4 remembered evictions; sweeps happen when it is
-        // full, so it stays within a small multiple of that (16 = 4 × total, generous for the
-        // hash table's growth steps) instead of growing to thousands.
+    fn the_index_holds_at_most_the_cached_blocks_and_the_last_total_evictions() {
+        // Endless new content through 4 blocks: the index must not keep every hash ever evicted,
+        // only the 4 cached and the 4 most recently evicted (invariant 4).
         let mut p = BlockPool::new(4, 16);
         for h in 0..5_000u64 {
             let b = p.allocate().unwrap();
             p.register(b, h);
             p.release(&[b]);
-            assert!(p.index.len() <= 16, "index holds {} entries", p.index.len());
+            assert!(p.index.len() <= 8, "index holds {} entries", p.index.len());
         }
         assert!(p.recently_evicted(4_995) && !p.recently_evicted(4_990));
         p.check_invariants().unwrap();
