@@ -11,9 +11,12 @@
 //! and property-tested):
 //! 1. `used + free == total`, where `used = #{refs > 0}` and `free` is the free queue's length.
 //! 2. A block is on the free queue iff its `refs == 0`.
-//! 3. `index[h] == Cached(b)` iff `hash[b] == Some(h)`.
+//! 3. `index[h] == Cached(b)` iff block `b` holds content `h`.
 //! 4. `index[h] == Evicted(_)` only for hashes evicted within the last `total` evictions and not cached
-//!    since (a bounded "ghost" memory, used to attribute recompute to eviction).
+//!    since (a bounded "ghost" memory, used to attribute recompute to eviction). So the index holds at
+//!    most `2 · total` entries, and its hash table never grows past what that needs. (Letting expired
+//!    ghosts linger and sweeping them out in bulk saves a lookup per eviction but lets the table
+//!    double: measured +70 MiB peak RSS on `bench-1m`, docs/performance.md.)
 //!
 //! Running out of blocks is not a bug: [`BlockPool::allocate`] returns `None` and the scheduler preempts.
 
@@ -63,15 +66,43 @@ impl Slot {
     }
 }
 
+/// One block's bookkeeping, kept together so that touching a block (taking it off the free queue,
+/// evicting its content, releasing it) costs one cache line instead of one per array: 24 bytes.
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    /// The chain hash of the block's content; meaningful only when `hashed`.
+    hash: u64,
+    /// Running sequences holding the block.
+    refs: u32,
+    /// Free-queue links (`NIL` at the ends, and while the block is used).
+    prev: u32,
+    next: u32,
+    /// Whether the block holds a full block of content (`hash`).
+    hashed: bool,
+}
+
+impl Block {
+    const EMPTY: Block = Block {
+        hash: 0,
+        refs: 0,
+        prev: NIL,
+        next: NIL,
+        hashed: false,
+    };
+
+    /// The content's hash, if the block holds content.
+    fn content(&self) -> Option<u64> {
+        self.hashed.then_some(self.hash)
+    }
+}
+
 /// Paged KV memory of one worker, with a prefix cache over its free blocks.
 #[derive(Debug, Clone)]
 pub struct BlockPool {
     block_size: u32,
-    refs: Vec<u32>,
-    hash: Vec<Option<u64>>,
-    // Free queue: an intrusive doubly linked list over block ids; head is evicted first.
-    prev: Vec<u32>,
-    next: Vec<u32>,
+    /// Per-block state, indexed by [`BlockId`]. The free queue is an intrusive doubly linked list
+    /// through `prev`/`next`; its head is evicted first.
+    blocks: Vec<Block>,
     head: u32,
     tail: u32,
     free: u32,
@@ -97,10 +128,7 @@ impl BlockPool {
         assert!(total < NIL, "too many blocks");
         let mut pool = BlockPool {
             block_size,
-            refs: vec![0; total as usize],
-            hash: vec![None; total as usize],
-            prev: vec![NIL; total as usize],
-            next: vec![NIL; total as usize],
+            blocks: vec![Block::EMPTY; total as usize],
             head: NIL,
             tail: NIL,
             free: 0,
@@ -142,7 +170,7 @@ impl BlockPool {
 
     /// Blocks in the pool.
     pub fn total(&self) -> u32 {
-        self.refs.len() as u32
+        self.blocks.len() as u32
     }
 
     /// Blocks on the free queue (empty or cached-but-evictable).
@@ -157,7 +185,7 @@ impl BlockPool {
 
     /// References held on blocks, summed over blocks (a block shared by `k` sequences counts `k`).
     pub fn references(&self) -> u64 {
-        self.refs.iter().map(|&r| u64::from(r)).sum()
+        self.blocks.iter().map(|b| u64::from(b.refs)).sum()
     }
 
     /// The most blocks ever used at once.
@@ -205,7 +233,7 @@ impl BlockPool {
 
     /// Hashes of every block with content (cached or in use), in block order.
     pub fn content_hashes(&self) -> impl Iterator<Item = u64> + '_ {
-        self.hash.iter().filter_map(|h| *h)
+        self.blocks.iter().filter_map(Block::content)
     }
 
     /// Takes the events recorded since the last call (none unless [`BlockPool::record_events`] was called).
@@ -226,6 +254,20 @@ impl BlockPool {
             .count()
     }
 
+    /// Appends to `out` the blocks that cache the leading blocks of `hashes`, up to the first not cached
+    /// here, and returns how many it appended: [`BlockPool::cached_prefix`] and a
+    /// [`BlockPool::lookup`] of each hit in one pass over the index. Does not change recency.
+    pub fn cached_prefix_blocks(&self, hashes: &[u64], out: &mut Vec<BlockId>) -> usize {
+        let before = out.len();
+        for h in hashes {
+            match self.lookup(*h) {
+                Some(b) => out.push(b),
+                None => break,
+            }
+        }
+        out.len() - before
+    }
+
     /// The block that caches `hash`, if any.
     pub fn lookup(&self, hash: u64) -> Option<BlockId> {
         self.index.get(&hash).and_then(|s| s.block())
@@ -240,16 +282,16 @@ impl BlockPool {
     pub fn free_among(&self, blocks: &[BlockId]) -> u32 {
         blocks
             .iter()
-            .filter(|&&b| self.refs[b as usize] == 0)
+            .filter(|&&b| self.blocks[b as usize].refs == 0)
             .count() as u32
     }
 
     /// Takes a reference to a cached block, removing it from the free queue if it was there.
     pub fn touch(&mut self, b: BlockId) {
-        if self.refs[b as usize] == 0 {
+        if self.blocks[b as usize].refs == 0 {
             self.unlink(b);
         }
-        self.refs[b as usize] += 1;
+        self.blocks[b as usize].refs += 1;
         self.note_use();
         self.debug_check();
     }
@@ -261,10 +303,13 @@ impl BlockPool {
             return None;
         }
         self.unlink(b);
-        if let Some(h) = self.hash[b as usize].take() {
+        let block = &mut self.blocks[b as usize];
+        block.refs = 1;
+        if block.hashed {
+            block.hashed = false;
+            let h = block.hash;
             self.evict(h);
         }
-        self.refs[b as usize] = 1;
         self.note_use();
         self.debug_check();
         Some(b)
@@ -274,7 +319,7 @@ impl BlockPool {
     /// its head (whose prefix is more likely to be shared).
     pub fn release(&mut self, blocks: &[BlockId]) {
         for &b in blocks.iter().rev() {
-            let r = &mut self.refs[b as usize];
+            let r = &mut self.blocks[b as usize].refs;
             assert!(*r > 0, "block {b} released more often than taken");
             *r -= 1;
             if *r == 0 {
@@ -287,8 +332,11 @@ impl BlockPool {
     /// Records that used block `b` now holds the full block of content `hash`. If that content is already
     /// cached in another block, `b` stays anonymous (a duplicate computed concurrently).
     pub fn register(&mut self, b: BlockId, h: u64) {
-        assert!(self.refs[b as usize] > 0, "only a used block can be filled");
-        if self.hash[b as usize].is_some() {
+        assert!(
+            self.blocks[b as usize].refs > 0,
+            "only a used block can be filled"
+        );
+        if self.blocks[b as usize].hashed {
             return;
         }
         // A new entry starts as a placeholder (never read) and becomes `cached(b)` at once.
@@ -300,7 +348,9 @@ impl BlockPool {
             return;
         }
         *slot = Slot::cached(b);
-        self.hash[b as usize] = Some(h);
+        let block = &mut self.blocks[b as usize];
+        block.hash = h;
+        block.hashed = true;
         self.cached += 1;
         if let Some(e) = &mut self.events {
             e.push(KvEvent::Stored(h));
@@ -310,7 +360,7 @@ impl BlockPool {
 
     /// Checks every invariant in the module docs; `Err` names the first that fails.
     pub fn check_invariants(&self) -> Result<(), String> {
-        let used = self.refs.iter().filter(|&&r| r > 0).count() as u32;
+        let used = self.blocks.iter().filter(|b| b.refs > 0).count() as u32;
         if used + self.free != self.total() {
             return Err(format!(
                 "used {used} + free {} != total {}",
@@ -318,7 +368,7 @@ impl BlockPool {
                 self.total()
             ));
         }
-        let mut on_queue = vec![false; self.refs.len()];
+        let mut on_queue = vec![false; self.blocks.len()];
         let mut b = self.head;
         let mut n = 0;
         while b != NIL {
@@ -327,7 +377,7 @@ impl BlockPool {
             if n > self.total() {
                 return Err("free queue has a cycle".into());
             }
-            b = self.next[b as usize];
+            b = self.blocks[b as usize].next;
         }
         if n != self.free {
             return Err(format!(
@@ -335,7 +385,7 @@ impl BlockPool {
                 self.free
             ));
         }
-        for (i, &r) in self.refs.iter().enumerate() {
+        for (i, r) in self.blocks.iter().map(|b| b.refs).enumerate() {
             if (r == 0) != on_queue[i] {
                 return Err(format!(
                     "block {i}: refs {r} but on free queue = {}",
@@ -347,15 +397,15 @@ impl BlockPool {
         for (&h, slot) in &self.index {
             if let Some(b) = slot.block() {
                 cached += 1;
-                if self.hash[b as usize] != Some(h) {
+                if self.blocks[b as usize].content() != Some(h) {
                     return Err(format!(
                         "index maps {h:#x} to block {b} which holds {:?}",
-                        self.hash[b as usize]
+                        self.blocks[b as usize].content()
                     ));
                 }
             }
         }
-        let hashed = self.hash.iter().filter(|h| h.is_some()).count();
+        let hashed = self.blocks.iter().filter(|b| b.hashed).count();
         if hashed != cached || cached != self.cached {
             return Err(format!(
                 "{hashed} hashed blocks, {cached} cached index entries, counter {}",
@@ -394,7 +444,7 @@ impl BlockPool {
             e.push(h);
         }
         self.ghosts.push_back((h, stamp));
-        if self.ghosts.len() > self.refs.len() {
+        if self.ghosts.len() > self.blocks.len() {
             let (old, old_stamp) = self.ghosts.pop_front().expect("non-empty");
             // Drop the ghost unless the content was cached again (or evicted again later) since.
             if self.index.get(&old) == Some(&Slot::evicted(old_stamp)) {
@@ -404,31 +454,34 @@ impl BlockPool {
     }
 
     fn push_tail(&mut self, b: BlockId) {
-        self.prev[b as usize] = self.tail;
-        self.next[b as usize] = NIL;
-        if self.tail == NIL {
+        let tail = self.tail;
+        let block = &mut self.blocks[b as usize];
+        block.prev = tail;
+        block.next = NIL;
+        if tail == NIL {
             self.head = b;
         } else {
-            self.next[self.tail as usize] = b;
+            self.blocks[tail as usize].next = b;
         }
         self.tail = b;
         self.free += 1;
     }
 
     fn unlink(&mut self, b: BlockId) {
-        let (p, n) = (self.prev[b as usize], self.next[b as usize]);
+        let block = &mut self.blocks[b as usize];
+        let (p, n) = (block.prev, block.next);
+        block.prev = NIL;
+        block.next = NIL;
         if p == NIL {
             self.head = n;
         } else {
-            self.next[p as usize] = n;
+            self.blocks[p as usize].next = n;
         }
         if n == NIL {
             self.tail = p;
         } else {
-            self.prev[n as usize] = p;
+            self.blocks[n as usize].prev = p;
         }
-        self.prev[b as usize] = NIL;
-        self.next[b as usize] = NIL;
         self.free -= 1;
     }
 }
@@ -483,6 +536,46 @@ mod tests {
         assert_eq!((p.evictions(), p.peak_used()), (1, 2));
         assert!(p.records_evictions());
         let _ = (b, c);
+    }
+
+    #[test]
+    fn evictions_are_remembered_for_the_last_total_evictions() {
+        let mut p = BlockPool::new(2, 16);
+        let (a, b) = (p.allocate().unwrap(), p.allocate().unwrap());
+        p.register(a, 1);
+        p.register(b, 2);
+        p.release(&[a]);
+        p.release(&[b]); // free queue: a, b
+        let x = p.allocate().unwrap(); // eviction 0: content 1
+        p.register(x, 3);
+        let y = p.allocate().unwrap(); // eviction 1: content 2
+        p.register(y, 4);
+        assert!(p.recently_evicted(1) && p.recently_evicted(2));
+        p.release(&[x]);
+        p.allocate().unwrap(); // eviction 2: content 3; eviction 0 is now 2 evictions back
+        assert_eq!(p.evictions(), 3);
+        assert!(
+            !p.recently_evicted(1),
+            "only the last `total` = 2 evictions count"
+        );
+        assert!(p.recently_evicted(2) && p.recently_evicted(3));
+        assert!(!p.recently_evicted(4), "content 4 is still cached");
+        p.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn the_index_holds_at_most_the_cached_blocks_and_the_last_total_evictions() {
+        // Endless new content through 4 blocks: the index must not keep every hash ever evicted,
+        // only the 4 cached and the 4 most recently evicted (invariant 4).
+        let mut p = BlockPool::new(4, 16);
+        for h in 0..5_000u64 {
+            let b = p.allocate().unwrap();
+            p.register(b, h);
+            p.release(&[b]);
+            assert!(p.index.len() <= 8, "index holds {} entries", p.index.len());
+        }
+        assert!(p.recently_evicted(4_995) && !p.recently_evicted(4_990));
+        p.check_invariants().unwrap();
     }
 
     #[test]

@@ -462,8 +462,13 @@ impl Worker {
         let target = seq.target();
         // At least one token is always computed, to produce logits (or, prefill only, to hand off).
         let max_hit = ((target.saturating_sub(1) / bs) as usize).min(seq.hashes.len());
+        // The cached blocks of the prompt's head, found in one pass over the index, collected in the
+        // sequence's own block list (a waiting sequence holds no block: the list is only capacity).
+        let mut blocks = std::mem::take(&mut seq.blocks);
+        blocks.clear();
         let hit = if caching {
-            self.pool.cached_prefix(&seq.hashes[..max_hit])
+            self.pool
+                .cached_prefix_blocks(&seq.hashes[..max_hit], &mut blocks)
         } else {
             0
         };
@@ -478,19 +483,17 @@ impl Worker {
         let cached = hit as u32 * bs;
         let start = if handed > 0 { handed } else { have as u32 * bs };
         let n = target.saturating_sub(start).min(budget);
-        let hit_blocks: Vec<_> = seq.hashes[..hit]
-            .iter()
-            .map(|h| self.pool.lookup(*h).unwrap())
-            .collect();
         let new_blocks = self.pool.blocks_for(start + n) - hit as u32;
-        if self.pool.free() < new_blocks + self.pool.free_among(&hit_blocks) {
+        if self.pool.free() < new_blocks + self.pool.free_among(&blocks) {
+            blocks.clear();
+            seq.blocks = blocks; // keeps its capacity for the next attempt
             return None;
         }
         let mut seq = self.waiting.pop_front().unwrap();
-        for &b in &hit_blocks {
+        for &b in &blocks {
             self.pool.touch(b);
         }
-        seq.blocks = hit_blocks;
+        seq.blocks = blocks;
         for _ in 0..new_blocks {
             let b = self.pool.allocate().expect("free blocks were counted");
             seq.blocks.push(b);
