@@ -4,9 +4,10 @@
 //! rayon pool, each run on its own fleet, sharing nothing but the read-only scenario. This command times
 //! exactly that pattern twice within one process, so both measurements see the same machine: the batch
 //! of `N` runs (seeds `seed`, `seed + 1`, …) first one after another on a one-thread pool, then on an
-//! `N`-thread pool. It reports wall and CPU time of each, their ratio, the load average before and after
-//! (a busy machine makes the ratio meaningless, and says so), and checks that every run's `summary.json`
-//! is the same to the byte both ways.
+//! `N`-thread pool. It reports wall and CPU time of each and their ratio, and, from the kernel's CPU
+//! accounting, how much CPU time other processes took during each pass and how much the hypervisor stole
+//! (either makes the ratio untrustworthy, and the report says so); and it checks that every run's
+//! `summary.json` is the same to the byte both ways.
 
 use std::path::Path;
 use std::time::Instant;
@@ -28,6 +29,10 @@ struct Pass {
     wall_s: f64,
     /// User + system CPU seconds of the whole process during the pass (all threads).
     cpu_s: Option<f64>,
+    /// CPU seconds that other processes used during the pass (all cores), where the system says.
+    others_cpu_s: Option<f64>,
+    /// CPU seconds the hypervisor gave to other guests while this machine wanted them (all cores).
+    steal_s: Option<f64>,
 }
 
 /// What `bench scaling` measured.
@@ -41,9 +46,6 @@ struct Scaling {
     /// Parallel wall time over sequential wall time.
     wall_ratio: f64,
     target_ratio: f64,
-    /// 1-minute load averages before the first pass and after the second (Linux only).
-    load_before: Option<f64>,
-    load_after: Option<f64>,
     /// Every run's summary.json was identical in both passes.
     identical: bool,
 }
@@ -67,10 +69,8 @@ pub(super) fn scaling(
         })
         .collect();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let load_before = load_average();
     let (sequential, first) = pass(&variants, 1)?;
     let (parallel, second) = pass(&variants, runs)?;
-    let load_after = load_average();
     let result = Scaling {
         scenario: path.display().to_string(),
         runs,
@@ -79,8 +79,6 @@ pub(super) fn scaling(
         sequential,
         parallel,
         target_ratio: TARGET_RATIO,
-        load_before,
-        load_after,
         identical: first == second,
     };
     if json {
@@ -101,6 +99,7 @@ fn pass(variants: &[Scenario], threads: usize) -> Result<(Pass, Vec<String>)> {
         .build()
         .context("cannot start worker threads")?;
     let cpu_before = process_cpu_seconds();
+    let machine_before = machine_cpu();
     let started = Instant::now();
     let summaries = pool.install(|| {
         variants
@@ -116,41 +115,57 @@ fn pass(variants: &[Scenario], threads: usize) -> Result<(Pass, Vec<String>)> {
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
     };
+    let machine = match (machine_before, machine_cpu()) {
+        (Some(a), Some(b)) => Some(MachineCpu {
+            busy_s: b.busy_s - a.busy_s,
+            steal_s: b.steal_s - a.steal_s,
+        }),
+        _ => None,
+    };
+    let others_cpu_s = match (machine, cpu_s) {
+        (Some(m), Some(own)) => Some((m.busy_s - own).max(0.0)),
+        _ => None,
+    };
     let summaries = summaries.map_err(anyhow::Error::msg)?;
     Ok((
         Pass {
             threads,
             wall_s,
             cpu_s,
+            others_cpu_s,
+            steal_s: machine.map(|m| m.steal_s),
         },
         summaries,
     ))
 }
 
 fn render(r: &Scaling) -> String {
-    let cpu = |p: &Pass| p.cpu_s.map_or("n/a".to_string(), |c| format!("{c:.2} s"));
-    let load = |l: Option<f64>| l.map_or("n/a".to_string(), |l| format!("{l:.2}"));
+    let secs = |v: Option<f64>| v.map_or("n/a".to_string(), |c| format!("{c:.2} s"));
+    let row = |name: &str, p: &Pass| {
+        format!(
+            "| {name} | {} | {:.2} s | {} | {} | {} |\n",
+            p.threads,
+            p.wall_s,
+            secs(p.cpu_s),
+            secs(p.others_cpu_s),
+            secs(p.steal_s)
+        )
+    };
     let mut out = format!(
         "{} independent runs of {} (seeds seed..seed+{}), {} cores\n\n\
-         | pass | threads | wall | CPU (user + sys) |\n|---|---:|---:|---:|\n\
-         | one after another | {} | {:.2} s | {} |\n| in parallel | {} | {:.2} s | {} |\n\n",
+         | pass | threads | wall | CPU (user + sys) | other processes' CPU | stolen by the hypervisor |\n\
+         |---|---:|---:|---:|---:|---:|\n",
         r.runs,
         r.scenario,
         r.runs - 1,
         r.cores,
-        r.sequential.threads,
-        r.sequential.wall_s,
-        cpu(&r.sequential),
-        r.parallel.threads,
-        r.parallel.wall_s,
-        cpu(&r.parallel),
     );
+    out += &row("one after another", &r.sequential);
+    out += &row("in parallel", &r.parallel);
     out += &format!(
-        "wall ratio {:.2} (target ≤ {:.1}); load average {} before, {} after; summaries {}\n",
+        "\nwall ratio {:.2} (target ≤ {:.1}); summaries {}\n",
         r.wall_ratio,
         r.target_ratio,
-        load(r.load_before),
-        load(r.load_after),
         if r.identical {
             "identical both ways"
         } else {
@@ -165,28 +180,52 @@ fn render(r: &Scaling) -> String {
             (r.runs as f64 / r.cores as f64).ceil() / r.runs as f64
         );
     }
-    if let Some(l) = r
-        .load_before
-        .into_iter()
-        .chain(r.load_after)
-        .reduce(f64::max)
-        && l > 0.5
-    {
-        out += &format!(
-            "note: the machine was not idle (load average up to {l:.2}): other work competed for the cores\n"
-        );
+    for p in [&r.sequential, &r.parallel] {
+        let spare = p.wall_s * r.cores as f64;
+        let taken = p.others_cpu_s.unwrap_or(0.0) + p.steal_s.unwrap_or(0.0);
+        if taken > NOT_IDLE * spare {
+            out += &format!(
+                "note: the machine was not idle during the {}-thread pass: other processes and other \
+                 guests took {taken:.2} of its {spare:.2} CPU-seconds; the ratio is not to be trusted\n",
+                p.threads
+            );
+        }
     }
     out
 }
 
-/// The 1-minute load average, where the system reports one (`/proc/loadavg`).
-fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+/// Share of the machine's CPU time during a pass that other work may take before the ratio is flagged.
+const NOT_IDLE: f64 = 0.05;
+
+/// The machine's CPU time, all cores, as the kernel accounts it.
+#[derive(Clone, Copy, Debug)]
+struct MachineCpu {
+    /// Time not idle (user, nice, system, interrupts), seconds.
+    busy_s: f64,
+    /// Time a virtual CPU waited while the hypervisor ran something else, seconds.
+    steal_s: f64,
+}
+
+/// The `cpu` line of `/proc/stat` (in ticks of `USER_HZ` = 1/100 s, as [`process_cpu_seconds`]).
+fn machine_cpu() -> Option<MachineCpu> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_machine_cpu(stat.lines().next()?)
+}
+
+fn parse_machine_cpu(line: &str) -> Option<MachineCpu> {
+    let mut fields = line.split_whitespace();
+    if fields.next()? != "cpu" {
+        return None;
+    }
+    let v: Vec<f64> = fields.map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal [guest guest_nice, already counted in user/nice]
+    let [user, nice, system, _idle, _iowait, irq, softirq, steal, ..] = v[..] else {
+        return None;
+    };
+    Some(MachineCpu {
+        busy_s: (user + nice + system + irq + softirq) / 100.0,
+        steal_s: steal / 100.0,
+    })
 }
 
 /// User + system CPU seconds used so far by this process, all threads, where the system reports them
@@ -223,29 +262,42 @@ mod tests {
     }
 
     #[test]
+    fn reads_the_kernels_cpu_line() {
+        // user 100 s, nice 0, system 50 s, idle 1000 s, iowait 5 s, irq 1 s, softirq 2 s, steal 7 s.
+        let m = parse_machine_cpu("cpu  10000 0 5000 100000 500 100 200 700 0 0").unwrap();
+        assert!((m.busy_s - 153.0).abs() < 1e-9, "{m:?}");
+        assert!((m.steal_s - 7.0).abs() < 1e-9, "{m:?}");
+        assert!(parse_machine_cpu("cpu0 1 2 3 4 5 6 7 8").is_none());
+        assert!(parse_machine_cpu("cpu 1 2 3").is_none());
+    }
+
+    #[test]
     fn notes_say_when_the_ratio_cannot_be_trusted() {
-        let pass = |threads, wall_s| Pass {
+        let pass = |threads, wall_s, others| Pass {
             threads,
             wall_s,
             cpu_s: Some(1.0),
+            others_cpu_s: Some(others),
+            steal_s: Some(0.0),
         };
         let r = Scaling {
             scenario: "s.toml".into(),
             runs: 4,
             cores: 2,
-            sequential: pass(1, 10.0),
-            parallel: pass(4, 5.5),
+            // 10 s on 2 cores: 20 CPU-s, 5% of which is 1 s.
+            sequential: pass(1, 10.0, 0.9),
+            parallel: pass(4, 5.5, 3.0),
             wall_ratio: 0.55,
             target_ratio: TARGET_RATIO,
-            load_before: Some(3.0),
-            load_after: Some(0.1),
             identical: true,
         };
         let text = render(&r);
         // 4 runs on 2 cores: at best 2 rounds of the 4 sequential run times, ratio 2/4.
         assert!(text.contains("bounded below by 0.50"), "{text}");
+        // 0.9 of 20 CPU-s is under 5%; 3.0 of 5.5 s × 2 cores = 11 CPU-s is over.
+        assert!(!text.contains("1-thread pass"), "{text}");
         assert!(
-            text.contains("not idle (load average up to 3.00)"),
+            text.contains("4-thread pass: other processes and other guests took 3.00 of its 11.00"),
             "{text}"
         );
         assert!(text.contains("wall ratio 0.55"), "{text}");
