@@ -111,8 +111,9 @@ pub struct BlockPool {
     index: HashMap<u64, Slot>,
     /// Blocks with content (cached entries in `index`).
     cached: usize,
-    /// The last `total` evictions, oldest first: (hash, eviction number).
-    ghosts: VecDeque<(u64, u64)>,
+    /// The hashes of the last `total` evictions, oldest first. Every eviction pushes exactly one, so
+    /// the eviction number of `ghosts[i]` is `evictions - ghosts.len() + i` and is not stored.
+    ghosts: VecDeque<u64>,
     evictions: u64,
     peak_used: u32,
     /// Cache events since the last drain; recorded only when someone listens.
@@ -443,9 +444,10 @@ impl BlockPool {
         if let Some(e) = &mut self.evicted {
             e.push(h);
         }
-        self.ghosts.push_back((h, stamp));
+        self.ghosts.push_back(h);
         if self.ghosts.len() > self.blocks.len() {
-            let (old, old_stamp) = self.ghosts.pop_front().expect("non-empty");
+            let old_stamp = self.evictions - self.ghosts.len() as u64;
+            let old = self.ghosts.pop_front().expect("non-empty");
             // Drop the ghost unless the content was cached again (or evicted again later) since.
             if self.index.get(&old) == Some(&Slot::evicted(old_stamp)) {
                 self.index.remove(&old);
@@ -560,6 +562,37 @@ mod tests {
         );
         assert!(p.recently_evicted(2) && p.recently_evicted(3));
         assert!(!p.recently_evicted(4), "content 4 is still cached");
+        p.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn an_expiring_ghost_spares_a_later_eviction_of_the_same_content() {
+        // 2 blocks. Content 7 is evicted (eviction 0), cached again, and evicted again (eviction 3).
+        // Eviction 0's ghost expires while 7 is cached (the entry must stay: it is 7's block), and
+        // eviction 1's (content 9) when 7 is evicted again (9's entry must go, 7's stay). The ghosts'
+        // eviction numbers are implicit, so an off-by-one would keep 9 or drop 7.
+        let mut p = BlockPool::new(2, 16);
+        let a = p.allocate().unwrap();
+        p.register(a, 7);
+        p.release(&[a]);
+        let b = p.allocate().unwrap(); // empty block: no eviction
+        p.register(b, 8);
+        let c = p.allocate().unwrap(); // eviction 0: content 7
+        assert_eq!(p.evictions(), 1);
+        p.register(c, 9);
+        p.release(&[c]);
+        p.release(&[b]); // free queue: c (9), b (8)
+        let d = p.allocate().unwrap(); // eviction 1: content 9
+        p.register(d, 7); // 7 cached again
+        p.release(&[d]); // free queue: b (8), d (7)
+        p.allocate().unwrap(); // eviction 2: content 8
+        p.allocate().unwrap(); // eviction 3: content 7 again; evictions 0 and 1 expire
+        assert_eq!(p.evictions(), 4);
+        assert!(
+            p.recently_evicted(7),
+            "eviction 3 of content 7 is within the last 2"
+        );
+        assert!(p.recently_evicted(8) && !p.recently_evicted(9));
         p.check_invariants().unwrap();
     }
 
