@@ -27,7 +27,7 @@
 
 use super::queue::Class;
 use super::{Event, Simulation, Truth};
-use crate::metrics::summary::{DisaggSummary, round};
+use crate::metrics::summary::{DisaggSummary, mean_ms, round};
 use crate::scenario::Scenario;
 use crate::tiers::interconnect::{Endpoint, Fabric, PathKind};
 use crate::worker::Sequence;
@@ -295,11 +295,7 @@ impl Simulation {
             rdma_handoffs: st.rdma,
             blocks_transferred: st.blocks,
             bytes_transferred: st.bytes.round() as u64,
-            mean_transfer_ms: if st.handoffs > 0 {
-                round(st.transfer_s / st.handoffs as f64 * 1e3, 6)
-            } else {
-                0.0
-            },
+            mean_transfer_ms: mean_ms(st.transfer_s, st.handoffs),
             max_transfer_ms: round(st.max_transfer_s * 1e3, 6),
             lost_in_handoff: st.lost,
         })

@@ -20,7 +20,7 @@
 use super::offload::TierPlan;
 use super::{Simulation, Truth};
 use crate::hardware::StepShape;
-use crate::metrics::summary::{PeerSummary, round};
+use crate::metrics::summary::{PeerSummary, mean_ms};
 use crate::tiers::pricing::{PrefixOffer, PrefixSource, cost_to_place};
 use crate::time::{SimDuration, SimTime};
 use crate::worker::Sequence;
@@ -237,11 +237,7 @@ impl Simulation {
             blocks_transferred: st.blocks,
             bytes_transferred: st.bytes.round() as u64,
             recompute_avoided_tokens: st.tokens,
-            mean_transfer_ms: if st.transfers > 0 {
-                round(st.transfer_s / st.transfers as f64 * 1e3, 6)
-            } else {
-                0.0
-            },
+            mean_transfer_ms: mean_ms(st.transfer_s, st.transfers),
             lost_to_source_failure: st.lost,
         })
     }

@@ -27,7 +27,7 @@
 
 use super::queue::Class;
 use super::{Event, Simulation, Truth};
-use crate::metrics::summary::{ReplicationSummary, round};
+use crate::metrics::summary::{ReplicationSummary, mean_ms};
 use crate::tiers::hot_prefix::{HotPrefixes, ReplicationSpec};
 
 /// Replication's state: the detector, the copies in flight and what the copies did.
@@ -215,11 +215,7 @@ impl Simulation {
             blocks_transferred: st.blocks_sent,
             bytes_transferred: st.bytes.round() as u64,
             blocks_registered: st.blocks_registered,
-            mean_transfer_ms: if st.copies > 0 {
-                round(st.transfer_s / st.copies as f64 * 1e3, 6)
-            } else {
-                0.0
-            },
+            mean_transfer_ms: mean_ms(st.transfer_s, st.copies),
             lost_to_failure: st.lost,
         })
     }

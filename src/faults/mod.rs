@@ -147,7 +147,7 @@ pub struct FaultSpec {
     #[serde(default)]
     pub restart_after: Option<SimDuration>,
     /// Crash and hang: whether the worker comes back at all (default true).
-    #[serde(default = "yes")]
+    #[serde(default = "crate::config::yes")]
     pub restart: bool,
     /// Crash: the KV memory outlives the process (warm failover): a restarted worker keeps its cache.
     #[serde(default)]
@@ -168,7 +168,7 @@ pub struct FaultSpec {
     #[serde(default)]
     pub grace: Option<SimDuration>,
     /// Store failure: whether the store's contents are lost (default true).
-    #[serde(default = "yes")]
+    #[serde(default = "crate::config::yes")]
     pub data_loss: bool,
     /// Stochastic crash or hang: mean time between failures, per worker.
     #[serde(default)]
@@ -182,10 +182,6 @@ pub struct FaultSpec {
     /// Weibull shape `k` (k < 1: infant mortality, k > 1: wear-out).
     #[serde(default)]
     pub shape: Option<Positive>,
-}
-
-fn yes() -> bool {
-    true
 }
 
 /// What a real restart of an inference engine costs: process start, loading the weights from storage,

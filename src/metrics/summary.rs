@@ -417,6 +417,16 @@ pub struct SimInfo {
 }
 
 /// Rounds to `digits` decimals (for stable, readable output).
+/// Mean of `count` transfers taking `total_s` seconds together, in milliseconds rounded as the summary
+/// rounds; 0 when there were none.
+pub fn mean_ms(total_s: f64, count: u64) -> f64 {
+    if count > 0 {
+        round(total_s / count as f64 * 1e3, 6)
+    } else {
+        0.0
+    }
+}
+
 pub fn round(x: f64, digits: i32) -> f64 {
     let f = 10f64.powi(digits);
     (x * f).round() / f

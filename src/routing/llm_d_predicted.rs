@@ -97,12 +97,8 @@ pub struct LlmDPredictedParams {
     /// Whether requests carry the scenario's `[slo]` as SLO headers. Without them llm-d's headroom is
     /// `−prediction` for every worker, so the scorer's negative-headroom path picks idle workers first,
     /// then the lowest predicted latency.
-    #[serde(default = "yes")]
+    #[serde(default = "crate::config::yes")]
     pub slo_headers: bool,
-}
-
-fn yes() -> bool {
-    true
 }
 
 fn ttft_weight() -> NonNegative {
@@ -147,7 +143,7 @@ impl Default for LlmDPredictedParams {
             min_samples: min_samples(),
             forgetting: forgetting(),
             max_prefix_blocks: max_prefix_blocks(),
-            slo_headers: yes(),
+            slo_headers: crate::config::yes(),
         }
     }
 }

@@ -57,12 +57,8 @@ pub struct PredictedLatencyParams {
     /// Whether a copy of the prompt's prefix in a lower KV tier or on another worker's GPU (with
     /// `[interconnect] peer_transfer`) is priced at its load or transfer time ([`best_copy`]);
     /// `false`: only the GPU prefix counts, everything else is recomputed.
-    #[serde(default = "yes")]
+    #[serde(default = "crate::config::yes")]
     pub price_copies: bool,
-}
-
-fn yes() -> bool {
-    true
 }
 
 fn one() -> NonNegative {
@@ -77,7 +73,7 @@ impl Default for PredictedLatencyParams {
         PredictedLatencyParams {
             tpot_weight: one(),
             signal_half_life: default_half_life(),
-            price_copies: yes(),
+            price_copies: crate::config::yes(),
         }
     }
 }
