@@ -199,7 +199,6 @@ impl Workload for ClosedLoop {
 mod tests {
     use super::*;
     use crate::config::PositiveInt;
-    use crate::metrics::record::Recompute;
     use crate::rng::from_u64;
     use crate::time::SimDuration;
     use crate::workload::dist::LengthDist;
@@ -220,28 +219,11 @@ mod tests {
 
     fn finished(r: &Request, at: SimTime, outcome: Outcome) -> RequestRecord {
         RequestRecord {
-            id: r.id,
             session: None,
             turn: None,
-            worker: Some(0),
-            arrival: r.arrival,
-            first_scheduled: None,
             first_token: Some(at),
-            finished: at,
-            prompt_tokens: r.prompt_tokens,
-            output_tokens: r.output_tokens,
-            cached_tokens: 0,
-            prefill_tokens: 0,
-            recompute: Recompute::default(),
-            preemptions: 0,
-            retries: 0,
-            migrations: 0,
-            timeouts: 0,
-            loaded_tokens: 0,
-            session_reset: false,
-            outcome,
-            reason: None,
             class: 0,
+            ..crate::workload::test_record(r, outcome, at)
         }
     }
 

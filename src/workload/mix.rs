@@ -330,28 +330,9 @@ output = { dist = "fixed", tokens = 300 }
 
     fn done(r: &Request, at: SimTime) -> RequestRecord {
         RequestRecord {
-            id: r.id,
-            session: r.session.map(|s| s.id),
-            turn: r.session.map(|s| s.turn),
-            worker: Some(0),
-            arrival: r.arrival,
             first_scheduled: Some(r.arrival),
             first_token: Some(r.arrival),
-            finished: at,
-            prompt_tokens: r.prompt_tokens,
-            output_tokens: r.output_tokens,
-            cached_tokens: 0,
-            prefill_tokens: 0,
-            recompute: Default::default(),
-            preemptions: 0,
-            retries: 0,
-            migrations: 0,
-            timeouts: 0,
-            loaded_tokens: 0,
-            session_reset: false,
-            outcome: Outcome::Completed,
-            reason: None,
-            class: r.class,
+            ..crate::workload::test_record(r, Outcome::Completed, at)
         }
     }
 

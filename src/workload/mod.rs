@@ -63,3 +63,38 @@ pub trait Workload: Send {
         None
     }
 }
+
+/// What a workload's tests feed back to [`Workload::on_finished`]: `r` finished at `finished` with
+/// `outcome` on worker 0, nothing cached or recomputed, no timestamps but the finish; a test sets
+/// whatever else it needs with struct-update syntax.
+#[cfg(test)]
+pub(crate) fn test_record(
+    r: &Request,
+    outcome: crate::metrics::record::Outcome,
+    finished: SimTime,
+) -> RequestRecord {
+    RequestRecord {
+        id: r.id,
+        session: r.session.map(|s| s.id),
+        turn: r.session.map(|s| s.turn),
+        worker: Some(0),
+        arrival: r.arrival,
+        first_scheduled: None,
+        first_token: None,
+        finished,
+        prompt_tokens: r.prompt_tokens,
+        output_tokens: r.output_tokens,
+        cached_tokens: 0,
+        prefill_tokens: 0,
+        recompute: Default::default(),
+        preemptions: 0,
+        retries: 0,
+        migrations: 0,
+        timeouts: 0,
+        loaded_tokens: 0,
+        session_reset: false,
+        outcome,
+        reason: None,
+        class: r.class,
+    }
+}
