@@ -425,23 +425,23 @@ impl Worker {
             ..StepOutcome::default()
         };
         if any_done {
-            let mut kept = Vec::with_capacity(self.running.len());
-            for mut seq in self.running.drain(..) {
-                if seq.prefill_only && seq.computed == seq.target() {
+            // In place: the sequences that stay keep their order and move at most once (a `Sequence`
+            // is a few hundred bytes, and a batch holds up to `max_num_seqs` of them).
+            let prefilled = |seq: &Sequence| seq.prefill_only && seq.computed == seq.target();
+            let leaving =
+                |seq: &mut Sequence| prefilled(seq) || seq.generated == seq.request.output_tokens;
+            for mut seq in self.running.extract_if(.., leaving) {
+                self.pool.release(&seq.blocks);
+                if prefilled(&seq) {
                     // The KV stays in this worker's prefix cache; the request moves on.
-                    self.pool.release(&seq.blocks);
                     seq.blocks.clear();
                     seq.prefill_only = false;
                     seq.handed_off = seq.computed;
                     outcome.handed_off.push(seq);
-                } else if seq.generated == seq.request.output_tokens {
-                    self.pool.release(&seq.blocks);
-                    outcome.completed.push(seq);
                 } else {
-                    kept.push(seq);
+                    outcome.completed.push(seq);
                 }
             }
-            self.running = kept;
             self.completed += outcome.completed.len() as u64;
         }
         self.batch.clear();
