@@ -55,6 +55,11 @@ pub struct Request {
     /// Scheduling priority: lower is served first (vLLM's `--scheduling-policy priority` convention);
     /// 0 without a mix. Equal priorities keep vLLM's first-come-first-served order exactly.
     pub priority: i32,
+    /// Whether the last segment is this request's own text: content that no request arriving before
+    /// this one holds (a generator's or trace reader's per-request unique id). Until this request is
+    /// first routed, no worker can hold a block that reaches into it, which spares
+    /// [`Request::first_private_block`]'s users a probe of every worker. `false` claims nothing.
+    pub private_tail: bool,
 }
 
 /// Tag mixed into the content id of a request's answer.
@@ -82,7 +87,21 @@ impl Request {
             answer_content: Self::answer_segment(id, 1).content,
             class: 0,
             priority: 0,
+            private_tail: false,
         }
+    }
+
+    /// Marks the last segment as this request's own text ([`Request::private_tail`]).
+    pub fn with_private_tail(mut self) -> Self {
+        self.private_tail = true;
+        self
+    }
+
+    /// With a [`Request::private_tail`], the first block of `block_size` tokens that reaches into it:
+    /// before this request is first routed, no worker caches that block or any after it.
+    pub fn first_private_block(&self, block_size: u32) -> Option<usize> {
+        let tail = self.segments.last().filter(|_| self.private_tail)?;
+        Some(((self.prompt_tokens - tail.tokens) / block_size) as usize)
     }
 
     /// The segment that the answer to this request forms: the next turn of a conversation includes it.
@@ -159,6 +178,23 @@ pub fn block_hashes_and_partial(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_first_private_block_is_the_first_that_reaches_into_the_tail() {
+        let seg = |content, tokens| Segment { content, tokens };
+        let r = Request::new(1, None, SimTime::ZERO, 8, vec![seg(7, 100), seg(9, 50)]);
+        assert_eq!(r.first_private_block(16), None, "nothing claimed");
+        let r = r.with_private_tail();
+        // Block 6 holds tokens 96..112: it reaches into the tail, which starts at token 100.
+        assert_eq!(r.first_private_block(16), Some(6));
+        assert_eq!(
+            r.first_private_block(4),
+            Some(25),
+            "block 25 starts exactly at token 100"
+        );
+        let alone = Request::new(2, None, SimTime::ZERO, 8, vec![seg(3, 40)]).with_private_tail();
+        assert_eq!(alone.first_private_block(16), Some(0));
+    }
+
     use super::*;
 
     fn seg(content: u64, tokens: u32) -> Segment {

@@ -553,6 +553,7 @@ impl Simulation {
     /// really is (up, dead, hung).
     fn dispatch(&mut self, mut seq: Sequence) {
         let t = self.prof.start();
+        let first_routing = !std::mem::replace(&mut seq.routed, true);
         let mut forced = None;
         if self.gateway.spec.session_state == SessionState::Worker {
             let workers = &self.workers;
@@ -722,7 +723,24 @@ impl Simulation {
                 Some(l) if params.block_size == block_size => l,
                 _ => self.workers[w].pool.cached_prefix(prompt_hashes),
             };
-            seq.elsewhere_blocks = self.best_prefix_beyond(w, prompt_hashes, local) as u32;
+            // A request routed for the first time whose next block reaches into its own text: no
+            // worker can hold it, so no worker holds a longer prefix (saves a probe of every worker).
+            let nobody_holds_next = first_routing
+                && seq
+                    .request
+                    .first_private_block(params.block_size)
+                    .is_some_and(|p| local >= p);
+            seq.elsewhere_blocks = if nobody_holds_next {
+                debug_assert_eq!(
+                    self.best_prefix_beyond(w, prompt_hashes, local),
+                    0,
+                    "request {}: a worker holds its private text before it was first routed",
+                    seq.request.id
+                );
+                0
+            } else {
+                self.best_prefix_beyond(w, prompt_hashes, local) as u32
+            };
             if !self.lost.is_empty() {
                 let lost = prompt_hashes
                     .iter()

@@ -67,6 +67,8 @@ pub struct Sequence {
     /// Tokens whose KV arrived from a prefill worker (0: none): admitted with them computed, so the
     /// first step computes the last token and samples (a decode step).
     pub handed_off: u32,
+    /// Whether the gateway has routed this sequence before (a retry or a migration is routed again).
+    pub routed: bool,
     /// Token ranges being recomputed since the last admission, and why.
     pub runs: Vec<RecomputeRun>,
     pub recompute: Recompute,
@@ -101,6 +103,7 @@ impl Sequence {
             dropped_segments: 0,
             prefill_only: false,
             handed_off: 0,
+            routed: false,
             runs: Vec::new(),
             recompute: Recompute::default(),
         }

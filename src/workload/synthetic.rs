@@ -86,7 +86,8 @@ impl RequestSampler {
             tokens: self.prompt.sample(rng),
         });
         let output = self.output.sample(rng);
-        Request::new(id, None, at, output, segments)
+        // The last segment is `unique_content(id)`: this request's own text.
+        Request::new(id, None, at, output, segments).with_private_tail()
     }
 }
 

@@ -112,15 +112,22 @@ impl TraceRow {
         self.segments.iter().map(|s| s.tokens).sum()
     }
 
-    /// The request, arriving at `arrival`.
+    /// The request, arriving at `arrival`. A prompt that ends with the reader's unique content for this
+    /// row ([`unique_content`]) has a [`Request::private_tail`]: a later turn of a session may quote it,
+    /// but arrives later.
     pub fn to_request(&self, arrival: SimTime) -> Request {
-        Request::new(
+        let r = Request::new(
             self.id,
             self.session,
             arrival,
             self.output_tokens,
             self.segments.clone(),
-        )
+        );
+        if self.segments.last().map(|s| s.content) == Some(unique_content(self.id)) {
+            r.with_private_tail()
+        } else {
+            r
+        }
     }
 
     /// The row that replays `request` at its arrival time (open loop).
