@@ -157,10 +157,7 @@ impl Simulation {
         self.router.on_first_token(self.now, id, p);
         self.router.on_finished(self.now, &seq.request, p);
         self.gateway.on_success(p);
-        for (w, (snap, worker)) in self.snapshots.iter_mut().zip(&self.workers).enumerate() {
-            *snap = worker.snapshot();
-            snap.up = self.gateway.routable(w);
-        }
+        self.refresh_snapshots();
         self.mask_for(Stage::Decode);
         let block_size = self.workers[0].params.block_size;
         let hashes = seq.request.block_hashes(block_size);

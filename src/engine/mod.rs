@@ -17,6 +17,7 @@
 
 mod disagg;
 mod faults;
+mod fleet;
 mod offload;
 mod peer;
 pub mod profile;
@@ -163,7 +164,7 @@ pub struct Simulation {
     seed: u64,
     now: SimTime,
     queue: EventQueue<Event>,
-    workers: Vec<Worker>,
+    workers: fleet::Fleet,
     snapshots: Vec<WorkerSnapshot>,
     router: Router,
     workload: Box<dyn Workload>,
@@ -328,6 +329,7 @@ impl Simulation {
         if router.wants_kv_events() {
             workers.iter_mut().for_each(|w| w.pool.record_events());
         }
+        let workers = fleet::Fleet::new(workers);
         Simulation {
             name,
             seed,
@@ -551,6 +553,15 @@ impl Simulation {
 
     /// One attempt to place a request on a worker: session state, routing, and what the chosen worker
     /// really is (up, dead, hung).
+    /// Brings the router's snapshots up to date: the workers touched since the last arrival, and
+    /// every worker's `up` from the gateway.
+    fn refresh_snapshots(&mut self) {
+        self.workers.refresh(&mut self.snapshots);
+        for (w, snap) in self.snapshots.iter_mut().enumerate() {
+            snap.up = self.gateway.routable(w);
+        }
+    }
+
     fn dispatch(&mut self, mut seq: Sequence) {
         let t = self.prof.start();
         let first_routing = !std::mem::replace(&mut seq.routed, true);
@@ -571,10 +582,7 @@ impl Simulation {
             seq.session_reset |= reset;
             forced = home;
         }
-        for (w, (snap, worker)) in self.snapshots.iter_mut().zip(&self.workers).enumerate() {
-            *snap = worker.snapshot();
-            snap.up = self.gateway.routable(w);
-        }
+        self.refresh_snapshots();
         let stage = self.first_stage(&seq);
         if let Some(stage) = stage {
             self.mask_for(stage);
