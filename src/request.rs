@@ -56,7 +56,8 @@ pub struct Request {
     /// 0 without a mix. Equal priorities keep vLLM's first-come-first-served order exactly.
     pub priority: i32,
     /// Whether the last segment is this request's own text: content that no request arriving before
-    /// this one holds (a generator's or trace reader's per-request unique id). Until this request is
+    /// this one holds (a generator's or trace reader's per-request unique id, a conversation's new
+    /// message). Until this request is
     /// first routed, no worker can hold a block that reaches into it, which spares
     /// [`Request::first_private_block`]'s users a probe of every worker. `false` claims nothing.
     pub private_tail: bool,

@@ -136,6 +136,9 @@ impl Plan {
         s
     }
 
+    /// Turn `k`, arriving at `arrival`. Its new message ends the prompt and is new to the whole run:
+    /// later turns quote it, but arrive later (a think time after this one completes, or after it
+    /// arrived), so it is the request's private tail.
     fn request(&self, k: usize, arrival: SimTime) -> Request {
         Request::new(
             self.first_id + k as u64,
@@ -147,6 +150,7 @@ impl Plan {
             self.turns[k].answer,
             self.segments(k),
         )
+        .with_private_tail()
     }
 }
 
