@@ -303,7 +303,6 @@ impl Simulation {
         workload: Box<dyn Workload>,
         collector: Collector,
     ) -> Self {
-        let snapshots = workers.iter().map(Worker::snapshot).collect();
         let blocks: Vec<u32> = workers.iter().map(|w| w.pool.total()).collect();
         let block_size = workers.first().map_or(16, |w| w.params.block_size);
         let mut router = Router::new(router, seed, &blocks, block_size);
@@ -330,6 +329,7 @@ impl Simulation {
             workers.iter_mut().for_each(|w| w.pool.record_events());
         }
         let workers = fleet::Fleet::new(workers);
+        let snapshots = workers.snapshots();
         Simulation {
             name,
             seed,
