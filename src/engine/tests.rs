@@ -130,6 +130,32 @@ fn simultaneous_arrivals_are_routed_in_arrival_order() {
     assert_eq!(by_id(&records, 2).first_scheduled, Some(SimTime(5) + step));
 }
 
+#[test]
+fn each_arrival_is_routed_on_the_fleet_as_it_is_then() {
+    // Least KV use (read from the gateway's snapshots; ties rotate) over 2 workers. Request 0 (long)
+    // takes worker 0 at 1 ms and holds its blocks; request 1 (one token) goes to worker 1 at 2 ms and is
+    // done long before request 2 arrives at 50 ms, which must see worker 1 empty and worker 0 in use.
+    // Snapshots left as they were at the start would show a tie, and the rotation would pick worker 0.
+    let at = |ms| SimTime::ZERO + SimDuration::from_millis(ms);
+    let (mut sim, records) = simulation(
+        2,
+        vec![
+            request(0, at(1), 10, 64, 500),
+            request(1, at(2), 11, 8, 1),
+            request(2, at(50), 12, 8, 1),
+        ],
+    );
+    let spec = RouterSpec {
+        policy: crate::routing::PolicyConfig::parse_spec("least_kv").unwrap(),
+        settings: Default::default(),
+    };
+    sim.router = Router::new(&spec, 1, &[1000, 1000], 4);
+    sim.run(&mut |_| {});
+    let workers: Vec<_> = (0..3).map(|i| by_id(&records, i).worker).collect();
+    assert_eq!(workers, [Some(0), Some(1), Some(1)]);
+    assert!(by_id(&records, 1).finished < at(50));
+}
+
 /// Makes worker `w`'s pool cache the chain `hashes` (allocated, filled, then freed).
 fn cache(sim: &mut Simulation, w: usize, hashes: &[u64]) {
     let pool = &mut sim.workers[w].pool;
