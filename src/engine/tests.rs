@@ -156,6 +156,34 @@ fn each_arrival_is_routed_on_the_fleet_as_it_is_then() {
     assert!(by_id(&records, 1).finished < at(50));
 }
 
+#[test]
+fn a_private_tail_spares_no_probe_while_another_worker_holds_more_of_the_prompt() {
+    // Round robin over 2 workers. Request 0 (a shared 64-token head, then its own 8 tokens) runs on
+    // worker 0 and leaves the head's 16 blocks cached there. Request 1 (the same head, its own tail)
+    // goes to worker 1, which holds none of it: its private tail starts at block 16, beyond worker 1's
+    // prefix, so worker 0 must still be asked, and the 64 head tokens it recomputes are misrouted.
+    let prompt = |id: u64| {
+        let segments = vec![
+            Segment {
+                content: 7,
+                tokens: 64,
+            },
+            Segment {
+                content: 100 + id,
+                tokens: 8,
+            },
+        ];
+        let at = SimTime::ZERO + SimDuration::from_secs(id);
+        Request::new(id, None, at, 1, segments).with_private_tail()
+    };
+    let (sim, records) = simulation(2, vec![prompt(0), prompt(1)]);
+    sim.run(&mut |_| {});
+    let (first, second) = (by_id(&records, 0), by_id(&records, 1));
+    assert_eq!((first.worker, second.worker), (Some(0), Some(1)));
+    let misrouted = crate::metrics::record::RecomputeCause::Misrouted.index();
+    assert_eq!(second.recompute.tokens[misrouted], 64);
+}
+
 /// Makes worker `w`'s pool cache the chain `hashes` (allocated, filled, then freed).
 fn cache(sim: &mut Simulation, w: usize, hashes: &[u64]) {
     let pool = &mut sim.workers[w].pool;

@@ -410,3 +410,36 @@ fn preemption_takes_the_lowest_priority_even_when_it_was_admitted_first() {
     // back out of the batch being built, and H decodes its 9th token in one of L's freed blocks.
     assert_eq!(priority_preemption(1, 0), (vec![(2, 1)], vec![2], vec![1]));
 }
+
+#[test]
+fn a_prefill_only_sequence_is_handed_off_after_its_last_chunk_and_not_before() {
+    // A prefill worker with an 8-token budget. An ordinary 2-token request asking for one token goes
+    // first and completes in step 1; the prefill-only 12-token prompt behind it is prefilled in chunks
+    // of 6 and 5 (everything but its last token, which the decode worker computes). It must not leave
+    // with the completion in step 1, only after its last chunk.
+    let mut h = Harness::new(worker(16, 8));
+    h.enqueue(request(2, &[(20, 2)], 1), 0);
+    let mut seq = Sequence::new(request(1, &[(10, 12)], 4), h.now, 0);
+    seq.prefill_only = true;
+    h.w.enqueue(seq);
+    assert_eq!(h.start(), [(2, 2), (1, 6)]);
+    let first = h.w.finish_step(h.now);
+    let completed: Vec<u64> = first.completed.iter().map(|s| s.request.id).collect();
+    assert_eq!(completed, [2]);
+    assert!(first.handed_off.is_empty(), "6 of 11 tokens: not yet");
+    assert_eq!(h.start(), [(1, 5)]);
+    let second = h.w.finish_step(h.now);
+    assert!(second.completed.is_empty(), "handed off, not completed");
+    let [handed] = &second.handed_off[..] else {
+        panic!("one sequence handed off, got {}", second.handed_off.len());
+    };
+    assert_eq!((handed.computed, handed.handed_off), (11, 11));
+    assert!(!handed.prefill_only && handed.blocks.is_empty());
+    assert_eq!(
+        handed.generated, 0,
+        "the decode worker samples the first token"
+    );
+    // Every block went back to the pool, the prompt's two full ones cached for the KV transfer.
+    assert_eq!((h.w.pool.used(), h.w.pool.cached_blocks()), (0, 2));
+    assert!(h.w.running.is_empty());
+}
