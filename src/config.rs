@@ -148,13 +148,13 @@ fn find_in_table(text: &str, offset: usize, name: &str) -> Option<usize> {
     None
 }
 
-/// A serde or TOML message in the user's words: numbers, whole numbers and text rather than Rust's types,
-/// "name" rather than "variant", and for an unknown name the nearest valid one.
 /// `#[serde(default = "crate::config::yes")]`: a flag that is on unless a file turns it off.
 pub fn yes() -> bool {
     true
 }
 
+/// A serde or TOML message in the user's words: numbers, whole numbers and text rather than Rust's types,
+/// "name" rather than "variant", and for an unknown name the nearest valid one.
 pub fn humanize(message: &str) -> String {
     let mut m = message.to_string();
     for (rust, user) in [

@@ -57,9 +57,9 @@ pub struct Request {
     pub priority: i32,
     /// Whether the last segment is this request's own text: content that no request arriving before
     /// this one holds (a generator's or trace reader's per-request unique id, a conversation's new
-    /// message). Until this request is
-    /// first routed, no worker can hold a block that reaches into it, which spares
-    /// [`Request::first_private_block`]'s users a probe of every worker. `false` claims nothing.
+    /// message). Until this request is first routed, no worker can hold a block that reaches into it,
+    /// which spares [`Request::first_private_block`]'s users a probe of every worker. `false` claims
+    /// nothing.
     pub private_tail: bool,
 }
 
@@ -179,23 +179,6 @@ pub fn block_hashes_and_partial(
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_first_private_block_is_the_first_that_reaches_into_the_tail() {
-        let seg = |content, tokens| Segment { content, tokens };
-        let r = Request::new(1, None, SimTime::ZERO, 8, vec![seg(7, 100), seg(9, 50)]);
-        assert_eq!(r.first_private_block(16), None, "nothing claimed");
-        let r = r.with_private_tail();
-        // Block 6 holds tokens 96..112: it reaches into the tail, which starts at token 100.
-        assert_eq!(r.first_private_block(16), Some(6));
-        assert_eq!(
-            r.first_private_block(4),
-            Some(25),
-            "block 25 starts exactly at token 100"
-        );
-        let alone = Request::new(2, None, SimTime::ZERO, 8, vec![seg(3, 40)]).with_private_tail();
-        assert_eq!(alone.first_private_block(16), Some(0));
-    }
-
     use super::*;
 
     fn seg(content: u64, tokens: u32) -> Segment {
@@ -262,5 +245,21 @@ mod tests {
         assert_ne!(part, longer);
         assert_ne!(part, other_prefix);
         assert_eq!(block_hashes_and_partial([seg(1, 32)], 16).1, None);
+    }
+
+    #[test]
+    fn the_first_private_block_is_the_first_that_reaches_into_the_tail() {
+        let r = Request::new(1, None, SimTime::ZERO, 8, vec![seg(7, 100), seg(9, 50)]);
+        assert_eq!(r.first_private_block(16), None, "nothing claimed");
+        let r = r.with_private_tail();
+        // Block 6 holds tokens 96..112: it reaches into the tail, which starts at token 100.
+        assert_eq!(r.first_private_block(16), Some(6));
+        assert_eq!(
+            r.first_private_block(4),
+            Some(25),
+            "block 25 starts exactly at token 100"
+        );
+        let alone = Request::new(2, None, SimTime::ZERO, 8, vec![seg(3, 40)]).with_private_tail();
+        assert_eq!(alone.first_private_block(16), Some(0));
     }
 }

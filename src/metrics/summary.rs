@@ -416,7 +416,6 @@ pub struct SimInfo {
     pub events: u64,
 }
 
-/// Rounds to `digits` decimals (for stable, readable output).
 /// Mean of `count` transfers taking `total_s` seconds together, in milliseconds rounded as the summary
 /// rounds; 0 when there were none.
 pub fn mean_ms(total_s: f64, count: u64) -> f64 {
@@ -427,6 +426,7 @@ pub fn mean_ms(total_s: f64, count: u64) -> f64 {
     }
 }
 
+/// Rounds to `digits` decimals (for stable, readable output).
 pub fn round(x: f64, digits: i32) -> f64 {
     let f = 10f64.powi(digits);
     (x * f).round() / f

@@ -116,18 +116,15 @@ impl TraceRow {
     /// row ([`unique_content`]) has a [`Request::private_tail`]: a later turn of a session may quote it,
     /// but arrives later.
     pub fn to_request(&self, arrival: SimTime) -> Request {
-        let r = Request::new(
+        let mut r = Request::new(
             self.id,
             self.session,
             arrival,
             self.output_tokens,
             self.segments.clone(),
         );
-        if self.segments.last().map(|s| s.content) == Some(unique_content(self.id)) {
-            r.with_private_tail()
-        } else {
-            r
-        }
+        r.private_tail = self.segments.last().map(|s| s.content) == Some(unique_content(self.id));
+        r
     }
 
     /// The row that replays `request` at its arrival time (open loop).
