@@ -551,8 +551,6 @@ impl Simulation {
         self.dispatch(Sequence::new(request, self.now, 0));
     }
 
-    /// One attempt to place a request on a worker: session state, routing, and what the chosen worker
-    /// really is (up, dead, hung).
     /// Brings the router's snapshots up to date: the workers touched since the last arrival, and
     /// every worker's `up` from the gateway.
     fn refresh_snapshots(&mut self) {
@@ -562,6 +560,8 @@ impl Simulation {
         }
     }
 
+    /// One attempt to place a request on a worker: session state, routing, and what the chosen worker
+    /// really is (up, dead, hung).
     fn dispatch(&mut self, mut seq: Sequence) {
         let t = self.prof.start();
         let first_routing = !std::mem::replace(&mut seq.routed, true);
@@ -731,24 +731,12 @@ impl Simulation {
                 Some(l) if params.block_size == block_size => l,
                 _ => self.workers[w].pool.cached_prefix(prompt_hashes),
             };
-            // A request routed for the first time whose next block reaches into its own text: no
-            // worker can hold it, so no worker holds a longer prefix (saves a probe of every worker).
-            let nobody_holds_next = first_routing
-                && seq
-                    .request
-                    .first_private_block(params.block_size)
-                    .is_some_and(|p| local >= p);
-            seq.elsewhere_blocks = if nobody_holds_next {
-                debug_assert_eq!(
-                    self.best_prefix_beyond(w, prompt_hashes, local),
-                    0,
-                    "request {}: a worker holds its private text before it was first routed",
-                    seq.request.id
-                );
-                0
-            } else {
-                self.best_prefix_beyond(w, prompt_hashes, local) as u32
-            };
+            // Until a request is first routed, its own text is cached nowhere.
+            let nowhere_from = (seq.request)
+                .first_private_block(params.block_size)
+                .filter(|_| first_routing);
+            seq.elsewhere_blocks =
+                self.best_prefix_beyond(w, prompt_hashes, local, nowhere_from) as u32;
             if !self.lost.is_empty() {
                 let lost = prompt_hashes
                     .iter()
@@ -820,22 +808,40 @@ impl Simulation {
     #[cfg(test)]
     fn best_prefix_elsewhere(&self, w: usize, hashes: &[u64]) -> usize {
         let local = self.workers[w].pool.cached_prefix(hashes);
-        self.best_prefix_beyond(w, hashes, local)
+        self.best_prefix_beyond(w, hashes, local, None)
     }
 
     /// The longest cached prefix of `hashes` on any live worker other than `w`, if longer than `local`,
     /// the leading blocks of `hashes` that `w` itself holds (else 0): what a cache-aware router could
     /// have reused. Costs one lookup per worker unless another worker really has a longer prefix, never
-    /// a scan of the fleet's caches.
-    fn best_prefix_beyond(&self, w: usize, hashes: &[u64], local: usize) -> usize {
+    /// a scan of the fleet's caches; none when the caller knows that the blocks from `nowhere_from` on
+    /// are cached on no worker (a first routing's private tail, [`Request::first_private_block`]) and
+    /// `w`'s prefix already reaches them. Debug builds check that claim against the lookups.
+    fn best_prefix_beyond(
+        &self,
+        w: usize,
+        hashes: &[u64],
+        local: usize,
+        nowhere_from: Option<usize>,
+    ) -> usize {
         let Some(&next) = hashes.get(local) else {
             return 0; // `w` holds the whole prompt: nobody holds more
         };
-        self.workers
-            .iter()
-            .filter(|v| v.id != w && v.params.block_size == self.workers[w].params.block_size)
-            .filter(|v| self.truth[v.id] == Truth::Up)
-            .filter(|v| v.pool.lookup(next).is_some())
+        let holders_of_next = || {
+            self.workers
+                .iter()
+                .filter(|v| v.id != w && v.params.block_size == self.workers[w].params.block_size)
+                .filter(|v| self.truth[v.id] == Truth::Up)
+                .filter(move |v| v.pool.lookup(next).is_some())
+        };
+        if nowhere_from.is_some_and(|p| local >= p) {
+            debug_assert!(
+                holders_of_next().next().is_none(),
+                "a worker caches a block of a private tail before its request was first routed"
+            );
+            return 0;
+        }
+        holders_of_next()
             .map(|v| v.pool.cached_prefix(hashes))
             .max()
             .unwrap_or(0)
