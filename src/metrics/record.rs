@@ -121,3 +121,41 @@ pub struct RequestRecord {
     /// Index of the request's traffic class (0 without a mix); names live with the scenario.
     pub class: u16,
 }
+
+#[cfg(test)]
+impl RequestRecord {
+    /// A record for tests: request `id`, alone (no session, class 0), on worker 0, arrived at `arrival`
+    /// and ended at `finished` with `outcome`, one prompt and one output token, nothing cached, computed,
+    /// recomputed or retried. Tests set what they need with `..RequestRecord::for_test(...)`.
+    pub(crate) fn for_test(
+        id: RequestId,
+        arrival: SimTime,
+        finished: SimTime,
+        outcome: Outcome,
+    ) -> Self {
+        RequestRecord {
+            id,
+            session: None,
+            turn: None,
+            worker: Some(0),
+            arrival,
+            first_scheduled: None,
+            first_token: None,
+            finished,
+            prompt_tokens: 1,
+            output_tokens: 1,
+            cached_tokens: 0,
+            prefill_tokens: 0,
+            recompute: Recompute::default(),
+            preemptions: 0,
+            retries: 0,
+            migrations: 0,
+            timeouts: 0,
+            loaded_tokens: 0,
+            session_reset: false,
+            outcome,
+            reason: None,
+            class: 0,
+        }
+    }
+}

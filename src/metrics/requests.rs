@@ -93,7 +93,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::metrics::record::{Outcome, Recompute};
+    use crate::metrics::record::Outcome;
     use crate::time::SimTime;
 
     #[derive(Default)]
@@ -121,28 +121,8 @@ mod tests {
 
     fn record(id: u64) -> RequestRecord {
         RequestRecord {
-            id,
-            session: None,
-            turn: None,
-            worker: Some(0),
-            arrival: SimTime(id),
-            first_scheduled: None,
-            first_token: None,
-            finished: SimTime(id + 1),
-            prompt_tokens: 1,
-            output_tokens: 1,
-            cached_tokens: 0,
             prefill_tokens: 1,
-            recompute: Recompute::default(),
-            preemptions: 0,
-            retries: 0,
-            migrations: 0,
-            timeouts: 0,
-            loaded_tokens: 0,
-            session_reset: false,
-            outcome: Outcome::Rejected,
-            reason: None,
-            class: 0,
+            ..RequestRecord::for_test(id, SimTime(id), SimTime(id + 1), Outcome::Rejected)
         }
     }
 

@@ -2,7 +2,7 @@
 //! included), what each counter counts, and how recompute adds up.
 
 use super::Collector;
-use super::record::{Outcome, Recompute, RequestRecord};
+use super::record::{Outcome, RequestRecord};
 use crate::scenario::Slo;
 use crate::time::{SimDuration, SimTime};
 
@@ -18,28 +18,12 @@ pub(super) fn completed(
     output: u32,
 ) -> RequestRecord {
     RequestRecord {
-        id,
-        session: None,
-        turn: None,
-        worker: Some(0),
-        arrival: ms(arrival_ms),
         first_scheduled: Some(ms(arrival_ms)),
         first_token: Some(ms(first_token_ms)),
-        finished: ms(finished_ms),
         prompt_tokens: 100,
         output_tokens: output,
-        cached_tokens: 0,
         prefill_tokens: 100,
-        recompute: Recompute::default(),
-        preemptions: 0,
-        retries: 0,
-        migrations: 0,
-        timeouts: 0,
-        loaded_tokens: 0,
-        session_reset: false,
-        outcome: Outcome::Completed,
-        reason: None,
-        class: 0,
+        ..RequestRecord::for_test(id, ms(arrival_ms), ms(finished_ms), Outcome::Completed)
     }
 }
 

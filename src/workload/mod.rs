@@ -74,27 +74,11 @@ pub(crate) fn test_record(
     finished: SimTime,
 ) -> RequestRecord {
     RequestRecord {
-        id: r.id,
         session: r.session.map(|s| s.id),
         turn: r.session.map(|s| s.turn),
-        worker: Some(0),
-        arrival: r.arrival,
-        first_scheduled: None,
-        first_token: None,
-        finished,
         prompt_tokens: r.prompt_tokens,
         output_tokens: r.output_tokens,
-        cached_tokens: 0,
-        prefill_tokens: 0,
-        recompute: Default::default(),
-        preemptions: 0,
-        retries: 0,
-        migrations: 0,
-        timeouts: 0,
-        loaded_tokens: 0,
-        session_reset: false,
-        outcome,
-        reason: None,
         class: r.class,
+        ..RequestRecord::for_test(r.id, r.arrival, finished, outcome)
     }
 }
