@@ -416,6 +416,30 @@ pub struct SimInfo {
     pub events: u64,
 }
 
+/// Appends a table of one row to `o`: `title` heads the first column, which the row leaves empty, and
+/// each `(heading, value)` pair is a right-aligned column.
+fn one_row_table(o: &mut String, title: &str, cells: &[(&str, String)]) {
+    use std::fmt::Write;
+    let _ = write!(o, "\n| {title} |");
+    for (heading, _) in cells {
+        let _ = write!(o, " {heading} |");
+    }
+    o.push_str("\n|---|");
+    for _ in cells {
+        o.push_str("---:|");
+    }
+    o.push_str("\n| |");
+    for (_, value) in cells {
+        let _ = write!(o, " {value} |");
+    }
+    o.push('\n');
+}
+
+/// Bytes as gigabytes with two decimals.
+fn gb(bytes: u64) -> String {
+    format!("{:.2}", bytes as f64 / 1e9)
+}
+
 /// Mean of `count` transfers taking `total_s` seconds together, in milliseconds rounded as the summary
 /// rounds; 0 when there were none.
 pub fn mean_ms(total_s: f64, count: u64) -> f64 {
@@ -798,59 +822,63 @@ impl Summary {
             );
         }
         if let Some(d) = &self.disaggregation {
-            let _ = writeln!(
-                o,
-                "\n| P/D disaggregation | prefill / decode / both workers | hand-offs (NVLink / RDMA) | KV moved (GB) | transfer mean / max (ms) | lost in hand-off |"
-            );
-            let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|");
-            let _ = writeln!(
-                o,
-                "| | {} / {} / {} | {} ({} / {}) | {:.2} | {:.3} / {:.3} | {} |",
-                d.prefill_workers,
-                d.decode_workers,
-                d.both_workers,
-                d.handoffs,
-                d.nvlink_handoffs,
-                d.rdma_handoffs,
-                d.bytes_transferred as f64 / 1e9,
-                d.mean_transfer_ms,
-                d.max_transfer_ms,
-                d.lost_in_handoff
+            one_row_table(
+                &mut o,
+                "P/D disaggregation",
+                &[
+                    (
+                        "prefill / decode / both workers",
+                        format!(
+                            "{} / {} / {}",
+                            d.prefill_workers, d.decode_workers, d.both_workers
+                        ),
+                    ),
+                    (
+                        "hand-offs (NVLink / RDMA)",
+                        format!(
+                            "{} ({} / {})",
+                            d.handoffs, d.nvlink_handoffs, d.rdma_handoffs
+                        ),
+                    ),
+                    ("KV moved (GB)", gb(d.bytes_transferred)),
+                    (
+                        "transfer mean / max (ms)",
+                        format!("{:.3} / {:.3}", d.mean_transfer_ms, d.max_transfer_ms),
+                    ),
+                    ("lost in hand-off", d.lost_in_handoff.to_string()),
+                ],
             );
         }
         if let Some(p) = &self.peer_transfer {
-            let _ = writeln!(
-                o,
-                "\n| peer transfer | transfers | blocks | KV moved (GB) | recompute avoided (tokens) | mean transfer (ms) | source failed |"
-            );
-            let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|");
-            let _ = writeln!(
-                o,
-                "| | {} | {} | {:.2} | {} | {:.3} | {} |",
-                p.transfers,
-                p.blocks_transferred,
-                p.bytes_transferred as f64 / 1e9,
-                p.recompute_avoided_tokens,
-                p.mean_transfer_ms,
-                p.lost_to_source_failure
+            one_row_table(
+                &mut o,
+                "peer transfer",
+                &[
+                    ("transfers", p.transfers.to_string()),
+                    ("blocks", p.blocks_transferred.to_string()),
+                    ("KV moved (GB)", gb(p.bytes_transferred)),
+                    (
+                        "recompute avoided (tokens)",
+                        p.recompute_avoided_tokens.to_string(),
+                    ),
+                    ("mean transfer (ms)", format!("{:.3}", p.mean_transfer_ms)),
+                    ("source failed", p.lost_to_source_failure.to_string()),
+                ],
             );
         }
         if let Some(r) = &self.replication {
-            let _ = writeln!(
-                o,
-                "\n| replication | hot prefixes | copies | blocks sent | blocks registered | KV moved (GB) | mean transfer (ms) | lost |"
-            );
-            let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|---:|");
-            let _ = writeln!(
-                o,
-                "| | {} | {} | {} | {} | {:.2} | {:.3} | {} |",
-                r.hot_prefixes,
-                r.copies,
-                r.blocks_transferred,
-                r.blocks_registered,
-                r.bytes_transferred as f64 / 1e9,
-                r.mean_transfer_ms,
-                r.lost_to_failure
+            one_row_table(
+                &mut o,
+                "replication",
+                &[
+                    ("hot prefixes", r.hot_prefixes.to_string()),
+                    ("copies", r.copies.to_string()),
+                    ("blocks sent", r.blocks_transferred.to_string()),
+                    ("blocks registered", r.blocks_registered.to_string()),
+                    ("KV moved (GB)", gb(r.bytes_transferred)),
+                    ("mean transfer (ms)", format!("{:.3}", r.mean_transfer_ms)),
+                    ("lost", r.lost_to_failure.to_string()),
+                ],
             );
         }
         if !self.recovery.is_empty() {
