@@ -247,15 +247,7 @@ impl Simulation {
 mod tests {
     use super::*;
     use crate::tiers::TierKind;
-
-    fn ms(v: u64) -> SimDuration {
-        SimDuration::from_millis(v)
-    }
-
-    /// 8 blocks missing from the GPU; computing costs 10 ms per block still missing.
-    fn compute(k: usize) -> SimDuration {
-        ms(10 * (8 - k as u64))
-    }
+    use crate::tiers::pricing::tests::{compute, ms};
 
     fn tier(k: usize, ready_ms: u64) -> TierPlan {
         TierPlan {

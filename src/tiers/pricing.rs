@@ -73,15 +73,16 @@ pub fn cost_to_place(offers: &[PrefixOffer], compute: impl Fn(usize) -> SimDurat
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn ms(v: u64) -> SimDuration {
+    pub(crate) fn ms(v: u64) -> SimDuration {
         SimDuration::from_millis(v)
     }
 
-    /// Computing costs 10 ms per block; 8 blocks are missing from the GPU.
-    fn compute(k: usize) -> SimDuration {
+    /// Computing costs 10 ms per block; 8 blocks are missing from the GPU (also the engine's tests of
+    /// pricing a tier against a peer).
+    pub(crate) fn compute(k: usize) -> SimDuration {
         ms(10 * (8 - k as u64))
     }
 
