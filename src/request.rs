@@ -61,6 +61,13 @@ pub struct Request {
     /// which spares [`Request::first_private_block`]'s users a probe of every worker. `false` claims
     /// nothing.
     pub private_tail: bool,
+    /// Whether no other request of the run ever quotes this request's own text or its answer (an
+    /// independent request of a synthetic workload; a conversation's turn is quoted by the next, a trace
+    /// row may be by a later row). With a [`Request::private_tail`], every block from
+    /// [`Request::first_private_block`] on, answer included, can then only be asked for by this request
+    /// itself, which spares the worker's prefix index those blocks ([`crate::worker::kv_cache`]).
+    /// `false` claims nothing.
+    pub never_quoted: bool,
 }
 
 /// Tag mixed into the content id of a request's answer.
@@ -89,12 +96,21 @@ impl Request {
             class: 0,
             priority: 0,
             private_tail: false,
+            never_quoted: false,
         }
     }
 
     /// Marks the last segment as this request's own text ([`Request::private_tail`]).
     pub fn with_private_tail(mut self) -> Self {
         self.private_tail = true;
+        self
+    }
+
+    /// Marks the request's own text and its answer as quoted by no other request
+    /// ([`Request::never_quoted`]); implies a private tail.
+    pub fn never_quoted(mut self) -> Self {
+        self.private_tail = true;
+        self.never_quoted = true;
         self
     }
 

@@ -73,6 +73,10 @@ pub enum Command {
         /// (the decode fast path). Same results, to the byte; for testing the fast path.
         #[arg(long, hide = true)]
         step_by_step: bool,
+        /// Enter every KV block in its worker's prefix index, even those only their own request could
+        /// ask for again. Same results, to the byte; for testing private blocks.
+        #[arg(long, hide = true)]
+        index_every_block: bool,
     },
     /// Run the same arrivals through several routing policies in parallel and compare them.
     Compare {
@@ -472,6 +476,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             check_invariants,
             profile,
             step_by_step,
+            index_every_block,
         } => run::run(
             &scenario,
             out.as_deref().map(|dir| ResultsDir { dir, requests_csv }),
@@ -483,6 +488,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
                 check_invariants,
                 profile,
                 step_by_step,
+                index_every_block,
             },
         ),
         Command::Compare {

@@ -18,6 +18,8 @@ pub(super) struct Options {
     pub profile: bool,
     /// Turn the decode fast path off.
     pub step_by_step: bool,
+    /// Enter every KV block in the prefix index (private blocks off).
+    pub index_every_block: bool,
 }
 
 pub(super) fn run(
@@ -40,6 +42,7 @@ pub(super) fn run(
     }
     sim.check_invariants_every_step(options.check_invariants);
     sim.step_by_step(options.step_by_step);
+    sim.index_every_block(options.index_every_block);
     sim.profile(options.profile);
     let setup = started.elapsed();
     for note in sim.notes() {

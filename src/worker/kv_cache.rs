@@ -18,6 +18,17 @@
 //!    ghosts linger and sweeping them out in bulk saves a lookup per eviction but lets the table
 //!    double: measured +70 MiB peak RSS on `bench-1m`, docs/performance.md.)
 //!
+//! **Private blocks.** Content that only the sequence computing it could ever ask for again (the blocks
+//! past a never-quoted request's own text, [`crate::request::Request::never_quoted`]) may be registered
+//! with [`BlockPool::register_private`]: the block holds it and counts as cached, but it is not entered
+//! in the index, and its eviction leaves an anonymous ghost. Nothing but that sequence can look such a
+//! hash up, so this saves the index its three lookups per block (entry, eviction, ghost expiry) without
+//! changing what any lookup finds. The sequence must [`BlockPool::publish`] its private blocks before it
+//! leaves the worker in any way but completing (preemption, a timeout, a crash that keeps the KV), since
+//! it may then come back and look them up. So invariant 3 reads "`index[h] == Cached(b)` iff block `b`
+//! holds content `h` and is indexed". Debug builds remember every private hash and panic if anything
+//! looks one up.
+//!
 //! Running out of blocks is not a bug: [`BlockPool::allocate`] returns `None` and the scheduler preempts.
 
 use std::collections::VecDeque;
@@ -28,6 +39,9 @@ use rustc_hash::FxHashMap as HashMap;
 pub type BlockId = u32;
 
 const NIL: u32 = u32::MAX;
+
+/// The ghost of a private block's content (which the index never held).
+const ANONYMOUS: u64 = 0;
 
 /// A change to the set of cached blocks, for routers that learn the workers' caches from events (as
 /// vLLM's KV-event publisher reports `BlockStored` / `BlockRemoved`).
@@ -79,6 +93,8 @@ struct Block {
     next: u32,
     /// Whether the block holds a full block of content (`hash`).
     hashed: bool,
+    /// Whether that content is in the index (always, except for a private block).
+    indexed: bool,
 }
 
 impl Block {
@@ -88,6 +104,7 @@ impl Block {
         prev: NIL,
         next: NIL,
         hashed: false,
+        indexed: false,
     };
 
     /// The content's hash, if the block holds content.
@@ -112,8 +129,15 @@ pub struct BlockPool {
     /// Blocks with content (cached entries in `index`).
     cached: usize,
     /// The hashes of the last `total` evictions, oldest first. Every eviction pushes exactly one, so
-    /// the eviction number of `ghosts[i]` is `evictions - ghosts.len() + i` and is not stored.
+    /// the eviction number of `ghosts[i]` is `evictions - ghosts.len() + i` and is not stored. The
+    /// eviction of a private block pushes [`ANONYMOUS`], which has no index entry to expire.
     ghosts: VecDeque<u64>,
+    /// Whether content whose hash equals [`ANONYMOUS`] was ever indexed (then an expiring anonymous
+    /// ghost is looked up like any other, to tell it from that content's ghost by its number).
+    anonymous_indexed: bool,
+    /// Debug builds: every hash registered privately and not published since, to catch a lookup of one.
+    #[cfg(debug_assertions)]
+    private: std::collections::HashSet<u64>,
     evictions: u64,
     peak_used: u32,
     /// Cache events since the last drain; recorded only when someone listens.
@@ -136,6 +160,9 @@ impl BlockPool {
             index: HashMap::default(),
             cached: 0,
             ghosts: VecDeque::new(),
+            anonymous_indexed: false,
+            #[cfg(debug_assertions)]
+            private: Default::default(),
             evictions: 0,
             peak_used: 0,
             events: None,
@@ -271,12 +298,23 @@ impl BlockPool {
 
     /// The block that caches `hash`, if any.
     pub fn lookup(&self, hash: u64) -> Option<BlockId> {
-        self.index.get(&hash).and_then(|s| s.block())
+        self.probe(hash).and_then(|s| s.block())
     }
 
     /// Whether this pool evicted `hash` recently (within the last `total` evictions) and holds it no more.
     pub fn recently_evicted(&self, hash: u64) -> bool {
-        self.index.get(&hash).is_some_and(|s| s.block().is_none())
+        self.probe(hash).is_some_and(|s| s.block().is_none())
+    }
+
+    /// The index entry of `hash`. Every lookup goes through here, so that debug builds can check that
+    /// no private content is ever asked for.
+    fn probe(&self, hash: u64) -> Option<&Slot> {
+        #[cfg(debug_assertions)]
+        assert!(
+            !self.private.contains(&hash),
+            "content {hash:#x} was registered as private, yet it is looked up"
+        );
+        self.index.get(&hash)
     }
 
     /// Of the given blocks, how many sit on the free queue (reusing them takes them off it).
@@ -308,8 +346,8 @@ impl BlockPool {
         block.refs = 1;
         if block.hashed {
             block.hashed = false;
-            let h = block.hash;
-            self.evict(h);
+            let (h, indexed) = (block.hash, block.indexed);
+            self.evict(h, indexed);
         }
         self.note_use();
         self.debug_check();
@@ -340,23 +378,89 @@ impl BlockPool {
         if self.blocks[b as usize].hashed {
             return;
         }
+        #[cfg(debug_assertions)]
+        assert!(
+            !self.private.contains(&h),
+            "content {h:#x} was registered as private, yet another block computes it"
+        );
+        if !self.enter(b, h) {
+            return;
+        }
+        let block = &mut self.blocks[b as usize];
+        block.hash = h;
+        block.hashed = true;
+        block.indexed = true;
+        self.cached += 1;
+        if let Some(e) = &mut self.events {
+            e.push(KvEvent::Stored(h));
+        }
+        self.debug_check();
+    }
+
+    /// [`BlockPool::register`] for content that only the sequence holding `b` can ever ask for (see
+    /// the module docs): the block holds it and counts as cached, events and write-down see it as any
+    /// other, but the index does not. The sequence must [`BlockPool::publish`] it if it leaves the
+    /// worker other than by completing.
+    pub fn register_private(&mut self, b: BlockId, h: u64) {
+        let block = &mut self.blocks[b as usize];
+        assert!(block.refs > 0, "only a used block can be filled");
+        if block.hashed {
+            return;
+        }
+        block.hash = h;
+        block.hashed = true;
+        block.indexed = false;
+        self.cached += 1;
+        #[cfg(debug_assertions)]
+        {
+            assert!(
+                !self.index.contains_key(&h),
+                "content {h:#x} registered as private is known to the index"
+            );
+            self.private.insert(h);
+        }
+        if let Some(e) = &mut self.events {
+            e.push(KvEvent::Stored(h));
+        }
+        self.debug_check();
+    }
+
+    /// Enters the private content among `blocks` in the index, as [`BlockPool::register`] would have
+    /// when it was computed: the sequence holding them is leaving the worker without completing, and
+    /// may come back for them.
+    pub fn publish(&mut self, blocks: &[BlockId]) {
+        for &b in blocks {
+            let block = self.blocks[b as usize];
+            if !block.hashed || block.indexed {
+                continue;
+            }
+            #[cfg(debug_assertions)]
+            self.private.remove(&block.hash);
+            if self.enter(b, block.hash) {
+                self.blocks[b as usize].indexed = true;
+            } else {
+                // Cached in another block after all: this one stays anonymous, as `register` leaves it.
+                self.blocks[b as usize].hashed = false;
+                self.cached -= 1;
+            }
+        }
+        self.debug_check();
+    }
+
+    /// Makes the index say that block `b` caches `h`, unless another block already does (then returns
+    /// `false` and changes nothing).
+    fn enter(&mut self, b: BlockId, h: u64) -> bool {
         // A new entry starts as a placeholder (never read) and becomes `cached(b)` at once.
         let slot = self
             .index
             .entry(h)
             .or_insert(Slot::evicted(Slot::CACHED - 1));
         if slot.block().is_some() {
-            return;
+            return false;
         }
         *slot = Slot::cached(b);
-        let block = &mut self.blocks[b as usize];
-        block.hash = h;
-        block.hashed = true;
-        self.cached += 1;
-        if let Some(e) = &mut self.events {
-            e.push(KvEvent::Stored(h));
-        }
-        self.debug_check();
+        self.anonymous_indexed |= h == ANONYMOUS;
+        true
     }
 
     /// Checks every invariant in the module docs; `Err` names the first that fails.
@@ -407,9 +511,10 @@ impl BlockPool {
             }
         }
         let hashed = self.blocks.iter().filter(|b| b.hashed).count();
-        if hashed != cached || cached != self.cached {
+        let indexed = self.blocks.iter().filter(|b| b.hashed && b.indexed).count();
+        if indexed != cached || hashed != self.cached {
             return Err(format!(
-                "{hashed} hashed blocks, {cached} cached index entries, counter {}",
+                "{hashed} hashed blocks ({indexed} indexed), {cached} cached index entries, counter {}",
                 self.cached
             ));
         }
@@ -432,24 +537,29 @@ impl BlockPool {
         self.peak_used = self.peak_used.max(self.used());
     }
 
-    /// Forgets cached content `h`, remembering the eviction for the next `total` evictions.
-    fn evict(&mut self, h: u64) {
+    /// Forgets cached content `h` (in the index unless private), remembering the eviction for the next
+    /// `total` evictions.
+    fn evict(&mut self, h: u64, indexed: bool) {
         let stamp = self.evictions;
         self.evictions += 1;
         self.cached -= 1;
-        *self.index.get_mut(&h).expect("a hashed block is indexed") = Slot::evicted(stamp);
+        if indexed {
+            *self.index.get_mut(&h).expect("a hashed block is indexed") = Slot::evicted(stamp);
+        }
         if let Some(e) = &mut self.events {
             e.push(KvEvent::Removed(h));
         }
         if let Some(e) = &mut self.evicted {
             e.push(h);
         }
-        self.ghosts.push_back(h);
+        self.ghosts.push_back(if indexed { h } else { ANONYMOUS });
         if self.ghosts.len() > self.blocks.len() {
             let old_stamp = self.evictions - self.ghosts.len() as u64;
             let old = self.ghosts.pop_front().expect("non-empty");
             // Drop the ghost unless the content was cached again (or evicted again later) since.
-            if self.index.get(&old) == Some(&Slot::evicted(old_stamp)) {
+            if (old != ANONYMOUS || self.anonymous_indexed)
+                && self.index.get(&old) == Some(&Slot::evicted(old_stamp))
+            {
                 self.index.remove(&old);
             }
         }
@@ -652,6 +762,144 @@ mod tests {
         assert_eq!(p.lookup(9), Some(a));
         assert_eq!(p.cached_blocks(), 1);
         p.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_private_block_is_cached_but_not_indexed_and_leaves_an_anonymous_ghost() {
+        let mut p = BlockPool::new(2, 16);
+        p.record_events();
+        p.record_evictions();
+        let a = p.allocate().unwrap();
+        p.register_private(a, 5);
+        assert_eq!(p.cached_blocks(), 1);
+        assert!(p.index.is_empty(), "private content stays out of the index");
+        assert_eq!(p.content_hashes().collect::<Vec<_>>(), [5]);
+        p.release(&[a]);
+        let b = p.allocate().unwrap(); // the empty block
+        p.register(b, 6);
+        p.release(&[b]);
+        p.allocate().unwrap(); // evicts private content 5
+        assert_eq!((p.evictions(), p.cached_blocks()), (1, 1));
+        assert_eq!(p.ghosts, [ANONYMOUS]);
+        assert!(!p.index.contains_key(&5));
+        // Events and write-down see the private block like any other.
+        assert_eq!(
+            p.drain_events().collect::<Vec<_>>(),
+            [KvEvent::Stored(5), KvEvent::Stored(6), KvEvent::Removed(5)]
+        );
+        assert_eq!(p.drain_evicted(), [5]);
+        p.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn publishing_enters_private_blocks_as_registering_them_would_have() {
+        let mut p = BlockPool::new(3, 16);
+        let (a, b) = (p.allocate().unwrap(), p.allocate().unwrap());
+        p.register(a, 1);
+        p.register_private(b, 2);
+        p.publish(&[a, b]);
+        assert_eq!((p.lookup(1), p.lookup(2)), (Some(a), Some(b)));
+        assert_eq!(p.cached_blocks(), 2);
+        p.publish(&[b]); // already indexed: nothing changes
+        assert_eq!((p.index.len(), p.cached_blocks()), (2, 2));
+        p.check_invariants().unwrap();
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "registered as private, yet it is looked up")]
+    fn debug_builds_catch_a_lookup_of_private_content() {
+        let mut p = BlockPool::new(2, 16);
+        let a = p.allocate().unwrap();
+        p.register_private(a, 5);
+        p.release(&[a]);
+        p.cached_prefix(&[5]);
+    }
+
+    #[test]
+    fn content_equal_to_the_anonymous_ghost_still_expires_by_its_number() {
+        // A real hash equal to the anonymous ghost's value: its own ghost must still expire (and only
+        // its own, not an anonymous one's slot).
+        let mut p = BlockPool::new(1, 16);
+        let a = p.allocate().unwrap();
+        p.register(a, ANONYMOUS);
+        p.release(&[a]);
+        let b = p.allocate().unwrap(); // eviction 0: content ANONYMOUS (indexed)
+        p.register_private(b, 7);
+        p.release(&[b]);
+        assert!(p.recently_evicted(ANONYMOUS));
+        p.allocate().unwrap(); // eviction 1: private 7; eviction 0 expires
+        assert!(!p.recently_evicted(ANONYMOUS));
+        assert!(p.index.is_empty(), "{:?}", p.index);
+        p.check_invariants().unwrap();
+    }
+
+    proptest! {
+        /// Two pools driven alike, one registering a range of content privately (content that only its
+        /// holder asks for, published when its holder leaves early) and one indexing everything: every
+        /// lookup of other content, the eviction memory included, answers the same, and so do the
+        /// counters.
+        #[test]
+        fn private_blocks_change_no_answer_about_other_content(
+            total in 1u32..24,
+            ops in proptest::collection::vec((0u8..4, 0u64..30, 0usize..64), 1..400),
+        ) {
+            let (mut private, mut indexed) = (BlockPool::new(total, 16), BlockPool::new(total, 16));
+            // Blocks held alike by both pools, and whether they hold private content.
+            let mut held: Vec<(BlockId, bool)> = Vec::new();
+            let mut next_private = 1_000u64;
+            for (kind, h, i) in ops {
+                match kind {
+                    0 => {
+                        // Shared content: looked up first, as an admission does.
+                        let hit = private.lookup(h);
+                        prop_assert_eq!(hit, indexed.lookup(h));
+                        if let Some(b) = hit {
+                            private.touch(b);
+                            indexed.touch(b);
+                            held.push((b, false));
+                        } else if let Some(b) = private.allocate() {
+                            prop_assert_eq!(Some(b), indexed.allocate());
+                            private.register(b, h);
+                            indexed.register(b, h);
+                            held.push((b, false));
+                        }
+                    }
+                    1 => {
+                        // Content no one else will ever ask for.
+                        if let Some(b) = private.allocate() {
+                            prop_assert_eq!(Some(b), indexed.allocate());
+                            private.register_private(b, next_private);
+                            indexed.register(b, next_private);
+                            next_private += 1;
+                            held.push((b, true));
+                        }
+                    }
+                    2 if !held.is_empty() => {
+                        // A holder completes: its private content is dead.
+                        let (b, _) = held.swap_remove(i % held.len());
+                        private.release(&[b]);
+                        indexed.release(&[b]);
+                    }
+                    _ if !held.is_empty() => {
+                        // A holder leaves early (preempted): it publishes first, and may come back.
+                        let (b, _) = held.swap_remove(i % held.len());
+                        private.publish(&[b]);
+                        private.release(&[b]);
+                        indexed.release(&[b]);
+                    }
+                    _ => {}
+                }
+                prop_assert!(private.check_invariants().is_ok(), "{:?}", private.check_invariants());
+                for h in 0..30 {
+                    prop_assert_eq!(private.lookup(h), indexed.lookup(h));
+                    prop_assert_eq!(private.recently_evicted(h), indexed.recently_evicted(h));
+                }
+                prop_assert_eq!(private.cached_blocks(), indexed.cached_blocks());
+                prop_assert_eq!(private.evictions(), indexed.evictions());
+                prop_assert_eq!(private.free(), indexed.free());
+            }
+        }
     }
 
     #[derive(Debug, Clone)]

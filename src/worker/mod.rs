@@ -154,6 +154,9 @@ pub struct Worker {
     pub epoch: u64,
     /// Step-time multiplier (a `slowdown` fault); 1 when healthy.
     pub slowdown: f64,
+    /// Whether the blocks past a never-quoted request's own text stay out of the prefix index
+    /// ([`kv_cache`]'s private blocks); on by default, off only to test that it changes nothing.
+    pub private_blocks: bool,
     /// KV blocks a `memory_pressure` fault takes away, and the blocks taken so far.
     kv_reserve_target: u32,
     reserved: Vec<kv_cache::BlockId>,
@@ -191,6 +194,7 @@ impl Worker {
             steady_context: 0,
             epoch: 0,
             slowdown: 1.0,
+            private_blocks: true,
             kv_reserve_target: 0,
             reserved: Vec::new(),
             busy: SimDuration::ZERO,
@@ -404,7 +408,11 @@ impl Worker {
                 let full_before = (from / bs) as usize;
                 let full_now = ((to / bs) as usize).min(seq.hashes.len());
                 for b in full_before..full_now {
-                    self.pool.register(seq.blocks[b], seq.hashes[b]);
+                    if seq.is_private(b) {
+                        self.pool.register_private(seq.blocks[b], seq.hashes[b]);
+                    } else {
+                        self.pool.register(seq.blocks[b], seq.hashes[b]);
+                    }
                 }
             }
             if seq.prefill_only {
@@ -501,6 +509,18 @@ impl Worker {
         for b in hit..have {
             self.pool.register(seq.blocks[b], seq.hashes[b]);
         }
+        // What this sequence computes from its private tail on, only it could ask for again.
+        seq.private_from = match seq.request.first_private_block(bs) {
+            Some(first)
+                if self.private_blocks
+                    && seq.may_stay_private
+                    && !seq.prefill_only
+                    && handed == 0 =>
+            {
+                first.max(have)
+            }
+            _ => usize::MAX,
+        };
         seq.load_blocks = 0;
         seq.handed_off = 0;
         seq.computed = start;
@@ -570,10 +590,11 @@ impl Worker {
     pub fn crash(&mut self, keep_kv: bool) -> (Vec<Sequence>, Vec<u64>) {
         self.stall();
         let mut lost: Vec<Sequence> = self.waiting.drain(..).collect();
-        let running: Vec<Sequence> = self.running.drain(..).collect();
+        let mut running: Vec<Sequence> = self.running.drain(..).collect();
         let mut hashes = Vec::new();
         if keep_kv {
-            for seq in &running {
+            for seq in &mut running {
+                seq.publish_private(&mut self.pool);
                 self.pool.release(&seq.blocks);
             }
         } else {
@@ -613,6 +634,7 @@ impl Worker {
         }
         let i = self.running.iter().position(|s| s.request.id == id)?;
         let mut seq = self.running.remove(i);
+        seq.publish_private(&mut self.pool);
         self.pool.release(&seq.blocks);
         seq.blocks.clear();
         Some(seq)
@@ -663,6 +685,7 @@ impl Worker {
     /// head of the queue among the waiting sequences of its priority.
     fn preempt(&mut self, idx: usize) {
         let mut seq = self.running.remove(idx);
+        seq.publish_private(&mut self.pool);
         self.pool.release(&seq.blocks);
         seq.blocks.clear();
         seq.high_water = seq.high_water.max(seq.computed);

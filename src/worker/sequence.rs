@@ -3,7 +3,7 @@
 use crate::metrics::record::{Recompute, RecomputeCause};
 use crate::request::Request;
 use crate::time::SimTime;
-use crate::worker::kv_cache::BlockId;
+use crate::worker::kv_cache::{BlockId, BlockPool};
 
 /// A half-open range of token positions `[start, end)` recomputed for one cause.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +69,12 @@ pub struct Sequence {
     pub handed_off: u32,
     /// Whether the gateway has routed this sequence before (a retry or a migration is routed again).
     pub routed: bool,
+    /// Whether the blocks from [`Request::first_private_block`] on may be registered as private
+    /// ([`crate::worker::kv_cache`]): the request is never quoted and has never left a worker without
+    /// completing. Cleared for good by [`Sequence::publish_private`].
+    pub may_stay_private: bool,
+    /// The first block registered as private at this admission (`usize::MAX`: none).
+    pub private_from: usize,
     /// Token ranges being recomputed since the last admission, and why.
     pub runs: Vec<RecomputeRun>,
     pub recompute: Recompute,
@@ -77,6 +83,7 @@ pub struct Sequence {
 impl Sequence {
     /// A sequence for `request`, not yet admitted.
     pub fn new(request: Request, enqueued: SimTime, elsewhere_blocks: u32) -> Self {
+        let never_quoted = request.never_quoted;
         Sequence {
             request,
             hashes: Vec::new(),
@@ -104,6 +111,8 @@ impl Sequence {
             prefill_only: false,
             handed_off: 0,
             routed: false,
+            may_stay_private: never_quoted,
+            private_from: usize::MAX,
             runs: Vec::new(),
             recompute: Recompute::default(),
         }
@@ -128,6 +137,22 @@ impl Sequence {
     /// Blocks held by this sequence at most: prompt + output − 1 tokens of KV (the last sample is never fed back).
     pub fn max_blocks(&self, block_size: u32) -> u32 {
         (self.request.prompt_tokens + self.request.output_tokens - 1).div_ceil(block_size)
+    }
+
+    /// Whether block `b` of [`Sequence::hashes`] is registered as private at this admission.
+    pub fn is_private(&self, b: usize) -> bool {
+        b >= self.private_from
+    }
+
+    /// The sequence leaves its worker without completing (preempted, timed out, or lost with a process
+    /// whose KV survives) and may come back for its blocks: enters its private ones in `pool`'s index,
+    /// and registers none as private from now on.
+    pub fn publish_private(&mut self, pool: &mut BlockPool) {
+        if self.private_from < self.blocks.len() {
+            pool.publish(&self.blocks[self.private_from..]);
+        }
+        self.may_stay_private = false;
+        self.private_from = usize::MAX;
     }
 
     /// Prepares a request that was lost with its worker for a retry from scratch: its progress is gone

@@ -86,8 +86,9 @@ impl RequestSampler {
             tokens: self.prompt.sample(rng),
         });
         let output = self.output.sample(rng);
-        // The last segment is `unique_content(id)`: this request's own text.
-        Request::new(id, None, at, output, segments).with_private_tail()
+        // The last segment is `unique_content(id)`: this request's own text, and no request generated
+        // from a sampler quotes another's text or answer.
+        Request::new(id, None, at, output, segments).never_quoted()
     }
 }
 

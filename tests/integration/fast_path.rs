@@ -76,7 +76,7 @@ fn a_lone_decode_is_mostly_applied_in_bulk() {
     assert!(out.bulk_steps >= 1_749, "{} bulk steps", out.bulk_steps);
 }
 
-const FLEET: &str = r#"
+pub(crate) const FLEET: &str = r#"
 name = "random-fleet"
 seed = 1
 duration = "40s"
@@ -101,7 +101,7 @@ policy = "least_outstanding"
 health_check_interval = "2s"
 "#;
 
-const POLICIES: [&str; 6] = [
+pub(crate) const POLICIES: [&str; 6] = [
     "round_robin",
     "least_outstanding",
     "least_kv",
@@ -110,7 +110,7 @@ const POLICIES: [&str; 6] = [
     "llm_d",
 ];
 
-const FAULTS: [&str; 6] = [
+pub(crate) const FAULTS: [&str; 6] = [
     "{kind=\"crash\",worker=W,at=\"T\",restart_after=\"5s\"}",
     "{kind=\"hang\",worker=W,at=\"T\",restart_after=\"8s\"}",
     "{kind=\"slowdown\",worker=W,at=\"T\",duration=\"6s\",factor=2.5}",

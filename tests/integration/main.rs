@@ -15,6 +15,7 @@ mod invariants;
 mod mix;
 mod peer;
 mod prefix_cache;
+mod private_blocks;
 mod profiles;
 mod queueing;
 mod readme;
