@@ -138,9 +138,10 @@ impl Plan {
 
     /// Turn `k`, arriving at `arrival`. Its new message ends the prompt and is new to the whole run:
     /// later turns quote it, but arrive later (a think time after this one completes, or after it
-    /// arrived), so it is the request's private tail.
+    /// arrived), so it is the request's private tail. The last turn's message and answer are quoted by
+    /// no turn at all ([`Request::never_quoted`]).
     fn request(&self, k: usize, arrival: SimTime) -> Request {
-        Request::new(
+        let r = Request::new(
             self.first_id + k as u64,
             Some(SessionRef {
                 id: self.session,
@@ -150,7 +151,12 @@ impl Plan {
             self.turns[k].answer,
             self.segments(k),
         )
-        .with_private_tail()
+        .with_private_tail();
+        if k + 1 == self.turns.len() {
+            r.never_quoted()
+        } else {
+            r
+        }
     }
 }
 
