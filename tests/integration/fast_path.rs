@@ -2,6 +2,7 @@
 //! `summary.json`, to the byte, on every bundled scenario and on random small fleets with faults.
 
 use crate::common::{SINGLE_WORKER, scenario, scenario_path};
+use crate::random_fleet::{FAULTS, FLEET, POLICIES, assert_same_summary, random_fleet};
 use fleetsim::engine::{RunOutput, Simulation};
 use fleetsim::scenario::Scenario;
 use proptest::prelude::*;
@@ -16,16 +17,11 @@ fn both_ways(s: &Scenario, what: &str) -> RunOutput {
         "{what}: stepping one by one skipped steps"
     );
     let fast = Simulation::from_scenario(s).unwrap().run(&mut |_| {});
-    let (a, b) = (slow.summary.to_json(), fast.summary.to_json());
-    if a != b {
-        let line = a.lines().zip(b.lines()).position(|(x, y)| x != y);
-        panic!(
-            "{what}: the fast path's summary differs from stepping one by one (first at line {line:?})\n\
-             step by step: {:?}\nfast path:    {:?}",
-            line.and_then(|l| a.lines().nth(l)),
-            line.and_then(|l| b.lines().nth(l)),
-        );
-    }
+    assert_same_summary(
+        what,
+        ("step by step", &slow.summary),
+        ("fast path", &fast.summary),
+    );
     fast
 }
 
@@ -76,49 +72,6 @@ fn a_lone_decode_is_mostly_applied_in_bulk() {
     assert!(out.bulk_steps >= 1_749, "{} bulk steps", out.bulk_steps);
 }
 
-pub(crate) const FLEET: &str = r#"
-name = "random-fleet"
-seed = 1
-duration = "40s"
-
-[[workers]]
-count = 3
-gpu = "h100"
-model = "llama-3.1-8b"
-kv_blocks = 600
-
-[workload]
-kind = "poisson"
-rate = 4.0
-prompt = { dist = "lognormal", median = 600, sigma = 0.8, max = 4000 }
-output = { dist = "lognormal", median = 150, sigma = 0.8, max = 1500 }
-shared_prefix = { groups = 4, tokens = 512, zipf = 1.0, fraction = 0.5 }
-
-[router]
-policy = "least_outstanding"
-
-[gateway]
-health_check_interval = "2s"
-"#;
-
-pub(crate) const POLICIES: [&str; 6] = [
-    "round_robin",
-    "least_outstanding",
-    "least_kv",
-    "prefix_aware",
-    "session_affinity",
-    "llm_d",
-];
-
-pub(crate) const FAULTS: [&str; 6] = [
-    "{kind=\"crash\",worker=W,at=\"T\",restart_after=\"5s\"}",
-    "{kind=\"hang\",worker=W,at=\"T\",restart_after=\"8s\"}",
-    "{kind=\"slowdown\",worker=W,at=\"T\",duration=\"6s\",factor=2.5}",
-    "{kind=\"memory_pressure\",worker=W,at=\"T\",duration=\"6s\",fraction=0.6}",
-    "{kind=\"drain\",worker=W,at=\"T\",grace=\"3s\",restart_after=\"4s\"}",
-    "{kind=\"crash\",worker=W,at=\"T\",restart_after=\"2s\",symptom=\"unreachable\"}",
-];
-
 /// `predicted_latency` reads the KV tiers' contents when it routes: the fast path matches stepping one
 /// by one on the bundled offload scenario (host and NVMe tiers under two H100s).
 #[test]
@@ -149,35 +102,8 @@ proptest! {
         faults in prop::collection::vec((0usize..FAULTS.len(), 0u32..3, 1u32..11), 0..3),
         max_num_seqs in prop::sample::select(vec![4u32, 16, 256]),
     ) {
-        let mut o: Vec<String> = vec![
-            format!("seed={seed}"),
-            format!("workers[0].count={workers}"),
-            format!("workers[0].kv_blocks={blocks}"),
-            format!("workers[0].max_num_seqs={max_num_seqs}"),
-            format!("workload.rate={rate}"),
-            format!("router.policy=\"{}\"", POLICIES[policy]),
-        ];
-        if sessions {
-            o.push("workload={kind=\"sessions\",session_rate=1.5,mode=\"closed\",\
-                turns={dist=\"geometric\",mean=3,max=8},\
-                first_prompt={dist=\"lognormal\",median=300,sigma=0.8,max=3000},\
-                prompt={dist=\"lognormal\",median=80,sigma=0.8,max=1000},\
-                output={dist=\"lognormal\",median=120,sigma=0.7,max=1000},\
-                think_time={dist=\"lognormal\",median=\"2s\",sigma=0.8,max=\"20s\"},\
-                system_prompts={count=4,tokens=400,zipf=1.0},max_context=8000}".to_string());
-        }
-        let faults: Vec<String> = faults
-            .iter()
-            .enumerate()
-            .map(|(i, &(k, w, at))| {
-                FAULTS[k]
-                    .replace('W', &(w % workers).to_string())
-                    .replace('T', &format!("{}s", 15 * i as u32 + at))
-            })
-            .collect();
-        if !faults.is_empty() {
-            o.push(format!("faults=[{}]", faults.join(",")));
-        }
+        let mut o = random_fleet(seed, workers, blocks, rate, sessions, policy, &faults);
+        o.push(format!("workers[0].max_num_seqs={max_num_seqs}"));
         let o: Vec<&str> = o.iter().map(String::as_str).collect();
         let s = scenario(FLEET, &o);
         both_ways(&s, &format!("{o:?}"));

@@ -18,6 +18,7 @@ mod prefix_cache;
 mod private_blocks;
 mod profiles;
 mod queueing;
+mod random_fleet;
 mod readme;
 mod replication;
 mod report_cmd;

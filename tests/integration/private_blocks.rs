@@ -4,7 +4,7 @@
 //! faults. (Debug builds, which run these tests, also panic if anything looks a private block up.)
 
 use crate::common::{SINGLE_WORKER, scenario, scenario_path};
-use crate::fast_path::{FAULTS, FLEET, POLICIES};
+use crate::random_fleet::{FAULTS, FLEET, POLICIES, assert_same_summary, random_fleet};
 use fleetsim::engine::{RunOutput, Simulation};
 use fleetsim::scenario::Scenario;
 use proptest::prelude::*;
@@ -16,16 +16,11 @@ fn both_ways(s: &Scenario, what: &str) -> RunOutput {
     all.index_every_block(true);
     let all = all.run(&mut |_| {});
     let private = Simulation::from_scenario(s).unwrap().run(&mut |_| {});
-    let (a, b) = (all.summary.to_json(), private.summary.to_json());
-    if a != b {
-        let line = a.lines().zip(b.lines()).position(|(x, y)| x != y);
-        panic!(
-            "{what}: private blocks change the summary (first at line {line:?})\n\
-             every block indexed: {:?}\nprivate blocks:      {:?}",
-            line.and_then(|l| a.lines().nth(l)),
-            line.and_then(|l| b.lines().nth(l)),
-        );
-    }
+    assert_same_summary(
+        what,
+        ("with every block indexed", &all.summary),
+        ("with private blocks", &private.summary),
+    );
     private
 }
 
@@ -118,36 +113,9 @@ proptest! {
         policy in 0usize..POLICIES.len(),
         faults in prop::collection::vec((0usize..FAULTS.len(), 0u32..3, 1u32..11), 0..3),
     ) {
-        let mut o: Vec<String> = vec![
-            format!("seed={seed}"),
-            format!("workers[0].count={workers}"),
-            format!("workers[0].kv_blocks={blocks}"),
-            format!("workload.rate={rate}"),
-            format!("router.policy=\"{}\"", POLICIES[policy]),
-        ];
+        let mut o = random_fleet(seed, workers, blocks, rate, sessions, policy, &faults);
         if retry {
             o.push("gateway.in_flight=\"retry\"".to_string());
-        }
-        if sessions {
-            o.push("workload={kind=\"sessions\",session_rate=1.5,mode=\"closed\",\
-                turns={dist=\"geometric\",mean=3,max=8},\
-                first_prompt={dist=\"lognormal\",median=300,sigma=0.8,max=3000},\
-                prompt={dist=\"lognormal\",median=80,sigma=0.8,max=1000},\
-                output={dist=\"lognormal\",median=120,sigma=0.7,max=1000},\
-                think_time={dist=\"lognormal\",median=\"2s\",sigma=0.8,max=\"20s\"},\
-                system_prompts={count=4,tokens=400,zipf=1.0},max_context=8000}".to_string());
-        }
-        let faults: Vec<String> = faults
-            .iter()
-            .enumerate()
-            .map(|(i, &(k, w, at))| {
-                FAULTS[k]
-                    .replace('W', &(w % workers).to_string())
-                    .replace('T', &format!("{}s", 15 * i as u32 + at))
-            })
-            .collect();
-        if !faults.is_empty() {
-            o.push(format!("faults=[{}]", faults.join(",")));
         }
         let o: Vec<&str> = o.iter().map(String::as_str).collect();
         both_ways(&scenario(FLEET, &o), &format!("{o:?}"));

@@ -1,0 +1,116 @@
+//! Material shared by the tests that run the same scenario two ways and compare the summaries to the
+//! byte (`fast_path`, `private_blocks`): a small fleet under KV pressure, the policies and faults to
+//! draw from, and the comparison itself.
+
+use fleetsim::metrics::Summary;
+
+/// Three H100s of 600 KV blocks under independent requests, half with a shared prefix.
+pub const FLEET: &str = r#"
+name = "random-fleet"
+seed = 1
+duration = "40s"
+
+[[workers]]
+count = 3
+gpu = "h100"
+model = "llama-3.1-8b"
+kv_blocks = 600
+
+[workload]
+kind = "poisson"
+rate = 4.0
+prompt = { dist = "lognormal", median = 600, sigma = 0.8, max = 4000 }
+output = { dist = "lognormal", median = 150, sigma = 0.8, max = 1500 }
+shared_prefix = { groups = 4, tokens = 512, zipf = 1.0, fraction = 0.5 }
+
+[router]
+policy = "least_outstanding"
+
+[gateway]
+health_check_interval = "2s"
+"#;
+
+/// One policy of each family.
+pub const POLICIES: [&str; 6] = [
+    "round_robin",
+    "least_outstanding",
+    "least_kv",
+    "prefix_aware",
+    "session_affinity",
+    "llm_d",
+];
+
+/// One fault of each kind, on worker `W` at instant `T`.
+pub const FAULTS: [&str; 6] = [
+    "{kind=\"crash\",worker=W,at=\"T\",restart_after=\"5s\"}",
+    "{kind=\"hang\",worker=W,at=\"T\",restart_after=\"8s\"}",
+    "{kind=\"slowdown\",worker=W,at=\"T\",duration=\"6s\",factor=2.5}",
+    "{kind=\"memory_pressure\",worker=W,at=\"T\",duration=\"6s\",fraction=0.6}",
+    "{kind=\"drain\",worker=W,at=\"T\",grace=\"3s\",restart_after=\"4s\"}",
+    "{kind=\"crash\",worker=W,at=\"T\",restart_after=\"2s\",symptom=\"unreachable\"}",
+];
+
+/// Overrides of [`FLEET`] for one random case: `workers` workers of `blocks` KV blocks, arrivals at
+/// `rate` (or closed-loop sessions), policy `POLICIES[policy]`, and fault `i` = `(kind, worker, at)`
+/// in its own 15-second window (longer than any fault here lasts, so that two never overlap on one
+/// worker).
+pub fn random_fleet(
+    seed: u64,
+    workers: u32,
+    blocks: u32,
+    rate: f64,
+    sessions: bool,
+    policy: usize,
+    faults: &[(usize, u32, u32)],
+) -> Vec<String> {
+    let mut o: Vec<String> = vec![
+        format!("seed={seed}"),
+        format!("workers[0].count={workers}"),
+        format!("workers[0].kv_blocks={blocks}"),
+        format!("workload.rate={rate}"),
+        format!("router.policy=\"{}\"", POLICIES[policy]),
+    ];
+    if sessions {
+        o.push(
+            "workload={kind=\"sessions\",session_rate=1.5,mode=\"closed\",\
+            turns={dist=\"geometric\",mean=3,max=8},\
+            first_prompt={dist=\"lognormal\",median=300,sigma=0.8,max=3000},\
+            prompt={dist=\"lognormal\",median=80,sigma=0.8,max=1000},\
+            output={dist=\"lognormal\",median=120,sigma=0.7,max=1000},\
+            think_time={dist=\"lognormal\",median=\"2s\",sigma=0.8,max=\"20s\"},\
+            system_prompts={count=4,tokens=400,zipf=1.0},max_context=8000}"
+                .to_string(),
+        );
+    }
+    let faults: Vec<String> = faults
+        .iter()
+        .enumerate()
+        .map(|(i, &(k, w, at))| {
+            FAULTS[k]
+                .replace('W', &(w % workers).to_string())
+                .replace('T', &format!("{}s", 15 * i as u32 + at))
+        })
+        .collect();
+    if !faults.is_empty() {
+        o.push(format!("faults=[{}]", faults.join(",")));
+    }
+    o
+}
+
+/// Panics, naming `what` and the first line that differs, unless the two runs' `summary.json` are
+/// identical.
+pub fn assert_same_summary(what: &str, a: (&str, &Summary), b: (&str, &Summary)) {
+    let (ja, jb) = (a.1.to_json(), b.1.to_json());
+    if ja != jb {
+        let line = ja.lines().zip(jb.lines()).position(|(x, y)| x != y);
+        panic!(
+            "{what}: the summary {} differs from the summary {} (first at line {line:?})\n{}: {:?}\n{}: {:?}",
+            b.0,
+            a.0,
+            a.0,
+            line.and_then(|l| ja.lines().nth(l)),
+            b.0,
+            line.and_then(|l| jb.lines().nth(l)),
+        );
+    }
+}
