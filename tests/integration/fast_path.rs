@@ -2,25 +2,22 @@
 //! `summary.json`, to the byte, on every bundled scenario and on random small fleets with faults.
 
 use crate::common::{SINGLE_WORKER, scenario, scenario_path};
-use crate::random_fleet::{FAULTS, FLEET, POLICIES, assert_same_summary, random_fleet};
-use fleetsim::engine::{RunOutput, Simulation};
+use crate::random_fleet::{FAULTS, FLEET, POLICIES, bundled_scenarios, random_fleet, two_ways};
+use fleetsim::engine::RunOutput;
 use fleetsim::scenario::Scenario;
 use proptest::prelude::*;
 
 /// Runs `s` both ways; returns the fast path's output after checking the summaries are identical.
 fn both_ways(s: &Scenario, what: &str) -> RunOutput {
-    let mut slow = Simulation::from_scenario(s).unwrap();
-    slow.step_by_step(true);
-    let slow = slow.run(&mut |_| {});
+    let (slow, fast) = two_ways(
+        s,
+        what,
+        ("step by step", |sim| sim.step_by_step(true)),
+        "fast path",
+    );
     assert_eq!(
         slow.bulk_steps, 0,
         "{what}: stepping one by one skipped steps"
-    );
-    let fast = Simulation::from_scenario(s).unwrap().run(&mut |_| {});
-    assert_same_summary(
-        what,
-        ("step by step", &slow.summary),
-        ("fast path", &fast.summary),
     );
     fast
 }
@@ -29,18 +26,9 @@ fn both_ways(s: &Scenario, what: &str) -> RunOutput {
 /// build; `docs/performance.md` gives the command that compares them whole).
 #[test]
 fn every_bundled_scenario_gives_the_same_summary_both_ways() {
-    let dir = scenario_path("");
-    let mut names: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    names.sort();
-    assert!(names.len() >= 10, "bundled scenarios: {names:?}");
     let mut bulk = 0;
-    for path in names {
-        let s = Scenario::load(&path, &["max_requests=1500".to_string()]).unwrap();
-        bulk += both_ways(&s, &path.display().to_string()).bulk_steps;
+    for (path, s) in bundled_scenarios(1500) {
+        bulk += both_ways(&s, &path).bulk_steps;
     }
     // Not vacuous: the fast path really skipped steps somewhere.
     assert!(bulk > 1_000, "only {bulk} steps were applied in bulk");

@@ -3,40 +3,31 @@
 //! with and without, on every bundled scenario and on random small fleets under KV pressure with
 //! faults. (Debug builds, which run these tests, also panic if anything looks a private block up.)
 
-use crate::common::{SINGLE_WORKER, scenario, scenario_path};
-use crate::random_fleet::{FAULTS, FLEET, POLICIES, assert_same_summary, random_fleet};
-use fleetsim::engine::{RunOutput, Simulation};
+use crate::common::{SINGLE_WORKER, scenario};
+use crate::random_fleet::{FAULTS, FLEET, POLICIES, bundled_scenarios, random_fleet, two_ways};
+use fleetsim::engine::RunOutput;
 use fleetsim::scenario::Scenario;
 use proptest::prelude::*;
 
 /// Runs `s` with every block indexed and with private blocks; returns the latter's output after
 /// checking the summaries are identical.
 fn both_ways(s: &Scenario, what: &str) -> RunOutput {
-    let mut all = Simulation::from_scenario(s).unwrap();
-    all.index_every_block(true);
-    let all = all.run(&mut |_| {});
-    let private = Simulation::from_scenario(s).unwrap().run(&mut |_| {});
-    assert_same_summary(
+    two_ways(
+        s,
         what,
-        ("with every block indexed", &all.summary),
-        ("with private blocks", &private.summary),
-    );
-    private
+        ("with every block indexed", |sim| {
+            sim.index_every_block(true)
+        }),
+        "with private blocks",
+    )
+    .1
 }
 
 /// Every bundled scenario, cut to its first 1,500 requests.
 #[test]
 fn every_bundled_scenario_gives_the_same_summary_with_private_blocks() {
-    let mut names: Vec<_> = std::fs::read_dir(scenario_path(""))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    names.sort();
-    assert!(names.len() >= 10, "bundled scenarios: {names:?}");
-    for path in names {
-        let s = Scenario::load(&path, &["max_requests=1500".to_string()]).unwrap();
-        both_ways(&s, &path.display().to_string());
+    for (path, s) in bundled_scenarios(1500) {
+        both_ways(&s, &path);
     }
 }
 

@@ -1,8 +1,11 @@
 //! Material shared by the tests that run the same scenario two ways and compare the summaries to the
 //! byte (`fast_path`, `private_blocks`): a small fleet under KV pressure, the policies and faults to
-//! draw from, and the comparison itself.
+//! draw from, the bundled scenarios, and the comparison itself.
 
+use crate::common::scenario_path;
+use fleetsim::engine::{RunOutput, Simulation};
 use fleetsim::metrics::Summary;
+use fleetsim::scenario::Scenario;
 
 /// Three H100s of 600 KV blocks under independent requests, half with a shared prefix.
 pub const FLEET: &str = r#"
@@ -95,6 +98,40 @@ pub fn random_fleet(
         o.push(format!("faults=[{}]", faults.join(",")));
     }
     o
+}
+
+/// Runs `s` twice, the first time with `changed` (named `how`) applied to the simulation, the second
+/// as it comes (named `default`); checks that the two summaries are identical and returns both outputs.
+pub fn two_ways(
+    s: &Scenario,
+    what: &str,
+    (how, changed): (&str, fn(&mut Simulation)),
+    default: &str,
+) -> (RunOutput, RunOutput) {
+    let mut first = Simulation::from_scenario(s).unwrap();
+    changed(&mut first);
+    let first = first.run(&mut |_| {});
+    let second = Simulation::from_scenario(s).unwrap().run(&mut |_| {});
+    assert_same_summary(what, (how, &first.summary), (default, &second.summary));
+    (first, second)
+}
+
+/// Every bundled scenario, cut to its first `requests` requests, by path (sorted).
+pub fn bundled_scenarios(requests: u32) -> Vec<(String, Scenario)> {
+    let mut names: Vec<_> = std::fs::read_dir(scenario_path(""))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 10, "bundled scenarios: {names:?}");
+    names
+        .into_iter()
+        .map(|p| {
+            let s = Scenario::load(&p, &[format!("max_requests={requests}")]).unwrap();
+            (p.display().to_string(), s)
+        })
+        .collect()
 }
 
 /// Panics, naming `what` and the first line that differs, unless the two runs' `summary.json` are
