@@ -272,3 +272,16 @@ fn the_worker_summary_counts_steps_busy_time_and_peak_kv_use() {
     assert_eq!(w.kv_peak_fraction, 0.009);
     assert_eq!((w.preemptions, w.evictions), (0, 0));
 }
+
+#[test]
+fn indexing_every_block_is_a_switch_on_every_worker() {
+    let (mut sim, _) = simulation(3, Vec::new());
+    assert!(
+        sim.workers.iter().all(|w| w.private_blocks),
+        "on by default"
+    );
+    sim.index_every_block(true);
+    assert!(sim.workers.iter().all(|w| !w.private_blocks));
+    sim.index_every_block(false);
+    assert!(sim.workers.iter().all(|w| w.private_blocks));
+}

@@ -259,6 +259,12 @@ impl BlockPool {
         self.events.is_some()
     }
 
+    /// Blocks whose content is in the index (every cached block but the private ones).
+    #[cfg(test)]
+    pub(crate) fn indexed_blocks(&self) -> usize {
+        self.index.values().filter(|s| s.block().is_some()).count()
+    }
+
     /// Hashes of every block with content (cached or in use), in block order.
     pub fn content_hashes(&self) -> impl Iterator<Item = u64> + '_ {
         self.blocks.iter().filter_map(Block::content)

@@ -443,3 +443,48 @@ fn a_prefill_only_sequence_is_handed_off_after_its_last_chunk_and_not_before() {
     assert_eq!((h.w.pool.used(), h.w.pool.cached_blocks()), (0, 2));
     assert!(h.w.running.is_empty());
 }
+
+#[test]
+fn a_never_quoted_request_keeps_its_own_blocks_out_of_the_index_unless_every_block_is_indexed() {
+    // An 8-token shared head (2 blocks), 8 tokens of the request's own text (2 blocks), 9 output tokens:
+    // the KV of 8 + 8 + 8 tokens (the last sample is never fed back) fills 6 blocks, of which the last
+    // 4 (own text, then the answer) reach into what only this request could ask for.
+    for every in [false, true] {
+        let mut h = Harness::new(worker(16, 64));
+        h.w.private_blocks = !every;
+        h.enqueue(request(1, &[(7, 8), (100, 8)], 9).never_quoted(), 0);
+        while h.step().1.is_empty() {}
+        assert_eq!(h.w.pool.cached_blocks(), 6);
+        let indexed = if every { 6 } else { 2 };
+        assert_eq!(
+            h.w.pool.indexed_blocks(),
+            indexed,
+            "every block indexed: {every}"
+        );
+        h.w.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn a_request_taken_off_a_stalled_worker_publishes_its_own_blocks() {
+    // The same request, timed out after its prefill (its 4 prompt blocks computed): it may be routed
+    // again, so every cached block must be in the index.
+    let mut h = Harness::new(worker(16, 64));
+    h.enqueue(request(1, &[(7, 8), (100, 8)], 9).never_quoted(), 0);
+    h.step();
+    assert_eq!(
+        (h.w.pool.cached_blocks(), h.w.pool.indexed_blocks()),
+        (4, 2)
+    );
+    h.w.stall();
+    let seq = h.w.remove(1).expect("request 1 is on the worker");
+    assert_eq!(
+        (h.w.pool.cached_blocks(), h.w.pool.indexed_blocks()),
+        (4, 4)
+    );
+    assert!(
+        !seq.may_stay_private,
+        "it registers nothing privately any more"
+    );
+    h.w.check_invariants().unwrap();
+}
