@@ -449,17 +449,18 @@ fn a_never_quoted_request_keeps_its_own_blocks_out_of_the_index_unless_every_blo
     // An 8-token shared head (2 blocks), 8 tokens of the request's own text (2 blocks), 9 output tokens:
     // the KV of 8 + 8 + 8 tokens (the last sample is never fed back) fills 6 blocks, of which the last
     // 4 (own text, then the answer) reach into what only this request could ask for.
-    for every in [false, true] {
+    // A request whose own text a later one may quote (a conversation's turn) keeps every block indexed.
+    for (never_quoted, every, indexed) in [(true, false, 2), (true, true, 6), (false, false, 6)] {
         let mut h = Harness::new(worker(16, 64));
         h.w.private_blocks = !every;
-        h.enqueue(request(1, &[(7, 8), (100, 8)], 9).never_quoted(), 0);
+        let r = request(1, &[(7, 8), (100, 8)], 9).with_private_tail();
+        h.enqueue(if never_quoted { r.never_quoted() } else { r }, 0);
         while h.step().1.is_empty() {}
         assert_eq!(h.w.pool.cached_blocks(), 6);
-        let indexed = if every { 6 } else { 2 };
         assert_eq!(
             h.w.pool.indexed_blocks(),
             indexed,
-            "every block indexed: {every}"
+            "never quoted: {never_quoted}, every block indexed: {every}"
         );
         h.w.check_invariants().unwrap();
     }
