@@ -27,8 +27,8 @@
 //! leaves the worker in any way but completing (preemption, a timeout, a crash that keeps the KV), since
 //! it may then come back and look them up. So invariant 3 reads "`index[h] == Cached(b)` iff block `b`
 //! holds content `h` and is indexed". Debug builds remember every private hash and panic if anything
-//! looks one up (that memory is never released, so a long debug run grows by some 32 bytes per private
-//! block computed; release builds keep nothing of the kind).
+//! looks one up (a hash leaves that memory only when it is published or the worker is wiped, so a long
+//! debug run grows by some 32 bytes per private block computed; release builds keep nothing of the kind).
 //!
 //! Running out of blocks is not a bug: [`BlockPool::allocate`] returns `None` and the scheduler preempts.
 
