@@ -390,18 +390,9 @@ impl BlockPool {
             !self.private.contains(&h),
             "content {h:#x} was registered as private, yet another block computes it"
         );
-        if !self.enter(b, h) {
-            return;
+        if self.enter(b, h) {
+            self.fill(b, h, true);
         }
-        let block = &mut self.blocks[b as usize];
-        block.hash = h;
-        block.hashed = true;
-        block.indexed = true;
-        self.cached += 1;
-        if let Some(e) = &mut self.events {
-            e.push(KvEvent::Stored(h));
-        }
-        self.debug_check();
     }
 
     /// [`BlockPool::register`] for content that only the sequence holding `b` can ever ask for (see
@@ -409,15 +400,11 @@ impl BlockPool {
     /// other, but the index does not. The sequence must [`BlockPool::publish`] it if it leaves the
     /// worker other than by completing.
     pub fn register_private(&mut self, b: BlockId, h: u64) {
-        let block = &mut self.blocks[b as usize];
+        let block = &self.blocks[b as usize];
         assert!(block.refs > 0, "only a used block can be filled");
         if block.hashed {
             return;
         }
-        block.hash = h;
-        block.hashed = true;
-        block.indexed = false;
-        self.cached += 1;
         #[cfg(debug_assertions)]
         {
             assert!(
@@ -426,6 +413,16 @@ impl BlockPool {
             );
             self.private.insert(h);
         }
+        self.fill(b, h, false);
+    }
+
+    /// Block `b` now holds content `h`, in the index or not (the caller entered it there).
+    fn fill(&mut self, b: BlockId, h: u64, indexed: bool) {
+        let block = &mut self.blocks[b as usize];
+        block.hash = h;
+        block.hashed = true;
+        block.indexed = indexed;
+        self.cached += 1;
         if let Some(e) = &mut self.events {
             e.push(KvEvent::Stored(h));
         }
@@ -852,8 +849,8 @@ mod tests {
             ops in proptest::collection::vec((0u8..4, 0u64..30, 0usize..64), 1..400),
         ) {
             let (mut private, mut indexed) = (BlockPool::new(total, 16), BlockPool::new(total, 16));
-            // Blocks held alike by both pools, and whether they hold private content.
-            let mut held: Vec<(BlockId, bool)> = Vec::new();
+            // Blocks held alike by both pools.
+            let mut held: Vec<BlockId> = Vec::new();
             let mut next_private = 1_000u64;
             for (kind, h, i) in ops {
                 match kind {
@@ -864,12 +861,12 @@ mod tests {
                         if let Some(b) = hit {
                             private.touch(b);
                             indexed.touch(b);
-                            held.push((b, false));
+                            held.push(b);
                         } else if let Some(b) = private.allocate() {
                             prop_assert_eq!(Some(b), indexed.allocate());
                             private.register(b, h);
                             indexed.register(b, h);
-                            held.push((b, false));
+                            held.push(b);
                         }
                     }
                     1 => {
@@ -879,18 +876,18 @@ mod tests {
                             private.register_private(b, next_private);
                             indexed.register(b, next_private);
                             next_private += 1;
-                            held.push((b, true));
+                            held.push(b);
                         }
                     }
                     2 if !held.is_empty() => {
                         // A holder completes: its private content is dead.
-                        let (b, _) = held.swap_remove(i % held.len());
+                        let b = held.swap_remove(i % held.len());
                         private.release(&[b]);
                         indexed.release(&[b]);
                     }
                     _ if !held.is_empty() => {
                         // A holder leaves early (preempted): it publishes first, and may come back.
-                        let (b, _) = held.swap_remove(i % held.len());
+                        let b = held.swap_remove(i % held.len());
                         private.publish(&[b]);
                         private.release(&[b]);
                         indexed.release(&[b]);

@@ -517,7 +517,7 @@ impl Worker {
                     && !seq.prefill_only
                     && handed == 0 =>
             {
-                first.max(have)
+                first
             }
             _ => usize::MAX,
         };
@@ -594,8 +594,7 @@ impl Worker {
         let mut hashes = Vec::new();
         if keep_kv {
             for seq in &mut running {
-                seq.publish_private(&mut self.pool);
-                self.pool.release(&seq.blocks);
+                self.let_go_early(seq);
             }
         } else {
             hashes.extend(self.pool.content_hashes());
@@ -634,9 +633,7 @@ impl Worker {
         }
         let i = self.running.iter().position(|s| s.request.id == id)?;
         let mut seq = self.running.remove(i);
-        seq.publish_private(&mut self.pool);
-        self.pool.release(&seq.blocks);
-        seq.blocks.clear();
+        self.let_go_early(&mut seq);
         Some(seq)
     }
 
@@ -681,13 +678,20 @@ impl Worker {
         preempted
     }
 
+    /// Releases the blocks of a running sequence that leaves without completing (preempted, timed
+    /// out, or lost with a process whose KV survives): its content stays cached here, and since it may
+    /// come back for it, its private blocks are published first.
+    fn let_go_early(&mut self, seq: &mut Sequence) {
+        seq.publish_private(&mut self.pool);
+        self.pool.release(&seq.blocks);
+        seq.blocks.clear();
+    }
+
     /// Preempts `running[idx]` (the last, unless priorities differ): frees its blocks and puts it at the
     /// head of the queue among the waiting sequences of its priority.
     fn preempt(&mut self, idx: usize) {
         let mut seq = self.running.remove(idx);
-        seq.publish_private(&mut self.pool);
-        self.pool.release(&seq.blocks);
-        seq.blocks.clear();
+        self.let_go_early(&mut seq);
         seq.high_water = seq.high_water.max(seq.computed);
         seq.computed = 0;
         seq.handed_off = 0;
