@@ -55,8 +55,9 @@ pub const FAULTS: [&str; 6] = [
 
 /// Overrides of [`FLEET`] for one random case: `workers` workers of `blocks` KV blocks, arrivals at
 /// `rate` (or closed-loop sessions), policy `POLICIES[policy]`, and fault `i` = `(kind, worker, at)`
-/// in its own 15-second window (longer than any fault here lasts, so that two never overlap on one
-/// worker).
+/// in its own 20-second window: `at` is under 12 s and no fault here lasts more than 8 s, so two never
+/// overlap on one worker (with 15-second windows a hang at 9 s still held its worker when the next
+/// window's fault began).
 pub fn random_fleet(
     seed: u64,
     workers: u32,
@@ -91,7 +92,7 @@ pub fn random_fleet(
         .map(|(i, &(k, w, at))| {
             FAULTS[k]
                 .replace('W', &(w % workers).to_string())
-                .replace('T', &format!("{}s", 15 * i as u32 + at))
+                .replace('T', &format!("{}s", 20 * i as u32 + at))
         })
         .collect();
     if !faults.is_empty() {
