@@ -10,9 +10,8 @@
 //!   SGLang's timer-driven tree eviction does; in between the memory may exceed it.
 
 use std::collections::VecDeque;
-use std::hash::BuildHasher;
 
-use hashbrown::HashTable;
+use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::cache_index::CacheIndex;
@@ -39,183 +38,206 @@ impl ViewKind {
     }
 }
 
-/// One worker's entries in the approximate view, least recently routed first: a doubly linked list
-/// threaded through a slab of nodes, and a map from block to its node, so that routing a block again
-/// moves it to the back in O(1) and the list never holds stale copies.
+/// One worker's entries in the approximate view, least recently routed first, kept as **runs**: the
+/// blocks of one routed prompt, in prompt order, routed at one instant. A prompt routed here becomes
+/// one run at the back of the list; the blocks it shares with older runs leave them.
 ///
-/// Invariants: `node` has one entry per node on the list, and its keys are exactly the blocks the
-/// view's index lists this worker as holding (both change only together, in `on_routed`, pruning,
-/// expiry and `clear_worker`); the list's times are non-decreasing from front to back (blocks are
-/// routed at the simulation's current time, which never goes back); nodes off the list are on the
-/// free list.
+/// Why runs are exact. Prompt block hashes are chained: a block's hash determines every block before
+/// it, so two prompts that share a block share everything before it. Hence the blocks that a new
+/// prompt shares with an older run are always a *leading* part of what is left of that run, and
+/// taking them out (like pruning from the front, or expiring whole runs) leaves each run a contiguous
+/// stretch of one prompt. And a block of the new prompt that this worker holds is either in the run
+/// that holds the block before it, or the first block of its own run. So one walk over the prompt
+/// finds every block held: a lookup in a small map of run starts for each run met and each block not
+/// held, and, within a run, a comparison of the next block, in memory that lies in sequence. A
+/// conversation's next turn, routed where its history is, costs a few lookups and a scan instead of a
+/// lookup in a table of every block the worker holds for each block of its history. The list's order
+/// is exactly that of moving each routed block to the back one by one (the block-level LRU this view
+/// models), which the tests check against such a list.
 ///
-/// The map is a `HashTable` of node numbers that finds a block through its node (4 bytes a slot
-/// instead of 12 for a block → node map, padded to 16): a lookup that finds its block has read the
-/// node it then moves anyway.
+/// Invariants: every block on the list is in exactly one run, and `starts` maps the first block of
+/// each run to it; `len` counts the blocks on the list, which are exactly those the view's index
+/// lists this worker as holding (both change only together, in `on_routed`, pruning, expiry and
+/// `clear_worker`); runs' times are non-decreasing from front to back; runs off the list are on the
+/// free list, with no block list allocated. A run's list is at most a quarter taken blocks (plus
+/// four), so the memory is about 8 bytes per block held.
 #[derive(Debug)]
-struct ApproxLru {
-    /// The nodes on the list, found by their block.
-    node: HashTable<u32>,
-    nodes: Vec<LruNode>,
+struct RunLru {
+    runs: Vec<Run>,
     front: u32,
     back: u32,
-    /// Head of the free nodes, linked through `next`.
+    /// Head of the free runs, linked through `next`.
     free: u32,
+    /// The run that begins with each block.
+    starts: HashMap<u64, u32>,
+    /// Blocks on the list.
+    len: usize,
 }
 
-/// A block on a worker's list and when it was last routed there.
-#[derive(Clone, Copy, Debug)]
-struct LruNode {
-    block: u64,
+/// One prompt's blocks that are still where that routing put them: `blocks[from..]`, least recently
+/// routed first, all routed at `at`.
+#[derive(Debug)]
+struct Run {
+    blocks: Vec<u64>,
+    from: usize,
     at: SimTime,
     prev: u32,
     next: u32,
 }
 
-const NIL: u32 = u32::MAX;
-
-/// Blocks looked up together in `on_routed`: enough independent hash lookups in flight to hide most
-/// of a memory access each, few enough to stay in registers.
-const LOOKAHEAD: usize = 8;
-
-/// The hash of a block's chain hash for [`ApproxLru`]'s table (the FxHash the other maps use).
-fn block_hash(h: u64) -> u64 {
-    rustc_hash::FxBuildHasher.hash_one(h)
+impl Run {
+    fn held(&self) -> &[u64] {
+        &self.blocks[self.from..]
+    }
 }
 
-impl Default for ApproxLru {
+const NIL: u32 = u32::MAX;
+
+impl Default for RunLru {
     fn default() -> Self {
-        ApproxLru {
-            node: HashTable::new(),
-            nodes: Vec::new(),
+        RunLru {
+            runs: Vec::new(),
             front: NIL,
             back: NIL,
             free: NIL,
+            starts: HashMap::default(),
+            len: 0,
         }
     }
 }
 
-impl ApproxLru {
+impl RunLru {
     fn len(&self) -> usize {
-        self.node.len()
+        self.len
     }
 
-    /// Nodes on the list: exactly the table's (checked in tests).
-    #[cfg(test)]
-    fn list_len(&self) -> usize {
-        let mut n = 0;
-        let mut i = self.front;
-        while i != NIL {
-            n += 1;
-            i = self.nodes[i as usize].next;
-        }
-        n
-    }
-
-    /// The node of block `h`, if it is on the list.
-    fn find(&self, h: u64) -> Option<u32> {
-        let nodes = &self.nodes;
-        self.node
-            .find(block_hash(h), |&i| nodes[i as usize].block == h)
-            .copied()
-    }
-
-    /// Records that block `h` was routed here at `now` (moving it to the back); returns whether it is
-    /// new to this worker.
-    fn touch(&mut self, h: u64, now: SimTime) -> bool {
-        match self.find(h) {
-            Some(i) => {
-                self.refresh(i, now);
-                false
-            }
-            None => {
-                let n = LruNode {
-                    block: h,
-                    at: now,
-                    prev: NIL,
-                    next: NIL,
-                };
-                let i = if self.free != NIL {
-                    let i = self.free;
-                    self.free = self.nodes[i as usize].next;
-                    self.nodes[i as usize] = n;
-                    i
-                } else {
-                    self.nodes.push(n);
-                    (self.nodes.len() - 1) as u32
-                };
-                self.push_back(i);
-                let nodes = &self.nodes;
-                self.node
-                    .insert_unique(block_hash(h), i, |&j| block_hash(nodes[j as usize].block));
-                true
+    /// Moves the blocks of a prompt routed here at `now` to the back, in prompt order, calling `new`
+    /// for each block that was not on the list, in prompt order. `hashes` must be chained (see the
+    /// type's docs) and not empty.
+    fn route(&mut self, hashes: &[u64], now: SimTime, mut new: impl FnMut(u64)) {
+        let mut i = 0;
+        while i < hashes.len() {
+            match self.starts.get(&hashes[i]) {
+                Some(&r) => {
+                    let shared = self.runs[r as usize]
+                        .held()
+                        .iter()
+                        .zip(&hashes[i..])
+                        .take_while(|(a, b)| a == b)
+                        .count();
+                    self.take_front(r, shared, |_| {});
+                    i += shared;
+                }
+                None => {
+                    new(hashes[i]);
+                    i += 1;
+                }
             }
         }
+        self.push_back(hashes, now);
     }
 
-    /// Moves node `i` (on the list) to the back, routed at `now`.
-    fn refresh(&mut self, i: u32, now: SimTime) {
-        self.unlink(i);
-        self.nodes[i as usize].at = now;
-        self.push_back(i);
-    }
-
-    /// The least recently routed block and when it was routed, if any.
-    fn oldest(&self) -> Option<(u64, SimTime)> {
-        (self.front != NIL).then(|| {
-            let n = &self.nodes[self.front as usize];
-            (n.block, n.at)
-        })
-    }
-
-    /// Removes the least recently routed block; returns it.
-    fn pop_oldest(&mut self) -> Option<u64> {
-        let i = self.front;
-        if i == NIL {
-            return None;
+    /// A new run of `hashes` at the back.
+    fn push_back(&mut self, hashes: &[u64], at: SimTime) {
+        let r = if self.free != NIL {
+            let r = self.free;
+            self.free = self.runs[r as usize].next;
+            r
+        } else {
+            self.runs.push(Run {
+                blocks: Vec::new(),
+                from: 0,
+                at,
+                prev: NIL,
+                next: NIL,
+            });
+            (self.runs.len() - 1) as u32
+        };
+        let back = self.back;
+        let run = &mut self.runs[r as usize];
+        run.blocks = hashes.to_vec();
+        run.from = 0;
+        run.at = at;
+        run.prev = back;
+        run.next = NIL;
+        match back {
+            NIL => self.front = r,
+            b => self.runs[b as usize].next = r,
         }
-        self.unlink(i);
-        let h = self.nodes[i as usize].block;
-        if let Ok(e) = self.node.find_entry(block_hash(h), |&j| j == i) {
-            e.remove();
+        self.back = r;
+        self.starts.insert(hashes[0], r);
+        self.len += hashes.len();
+    }
+
+    /// Takes the first `k` blocks (at least one, at most all) off run `r`, calling `gone` for each in
+    /// order; a run left empty leaves the list.
+    fn take_front(&mut self, r: u32, k: usize, mut gone: impl FnMut(u64)) {
+        let run = &mut self.runs[r as usize];
+        debug_assert!(k >= 1 && k <= run.held().len());
+        self.starts.remove(&run.blocks[run.from]);
+        run.blocks[run.from..run.from + k]
+            .iter()
+            .for_each(|&h| gone(h));
+        run.from += k;
+        self.len -= k;
+        if run.from < run.blocks.len() {
+            self.starts.insert(run.blocks[run.from], r);
+            // What was taken is dead weight: once it is a quarter of the list, the rest moves to a
+            // list of its own size (each block is copied a few times at most in its run's life).
+            if run.from >= 4 && 4 * run.from >= run.blocks.len() {
+                run.blocks = run.held().to_vec();
+                run.from = 0;
+            }
+            return;
         }
-        self.nodes[i as usize].next = self.free;
-        self.free = i;
-        Some(h)
+        run.blocks = Vec::new(); // a free run holds no memory
+        run.from = 0;
+        let (prev, next) = (run.prev, run.next);
+        match prev {
+            NIL => self.front = next,
+            p => self.runs[p as usize].next = next,
+        }
+        match next {
+            NIL => self.back = prev,
+            n => self.runs[n as usize].prev = prev,
+        }
+        self.runs[r as usize].next = self.free;
+        self.free = r;
+    }
+
+    /// When the least recently routed blocks were routed, if any.
+    fn oldest_at(&self) -> Option<SimTime> {
+        (self.front != NIL).then(|| self.runs[self.front as usize].at)
+    }
+
+    /// Removes the `k` least recently routed blocks (at most all), calling `gone` for each, oldest
+    /// first.
+    fn pop_oldest(&mut self, mut k: usize, mut gone: impl FnMut(u64)) {
+        while k > 0 && self.front != NIL {
+            let r = self.front;
+            let take = k.min(self.runs[r as usize].held().len());
+            self.take_front(r, take, &mut gone);
+            k -= take;
+        }
+    }
+
+    /// Removes the front run (all its blocks routed at one instant), calling `gone` for each block.
+    fn pop_oldest_run(&mut self, gone: impl FnMut(u64)) {
+        if self.front != NIL {
+            let r = self.front;
+            let k = self.runs[r as usize].held().len();
+            self.take_front(r, k, gone);
+        }
     }
 
     /// Empties the list; returns its blocks (in no particular order).
     fn drain(&mut self) -> Vec<u64> {
-        let nodes = &self.nodes;
-        let blocks = self.node.drain().map(|i| nodes[i as usize].block).collect();
-        self.nodes.clear();
-        self.front = NIL;
-        self.back = NIL;
-        self.free = NIL;
+        let mut blocks = Vec::with_capacity(self.len);
+        for run in &self.runs {
+            blocks.extend_from_slice(run.held());
+        }
+        *self = RunLru::default();
         blocks
-    }
-
-    fn unlink(&mut self, i: u32) {
-        let LruNode { prev, next, .. } = self.nodes[i as usize];
-        match prev {
-            NIL => self.front = next,
-            p => self.nodes[p as usize].next = next,
-        }
-        match next {
-            NIL => self.back = prev,
-            n => self.nodes[n as usize].prev = prev,
-        }
-    }
-
-    fn push_back(&mut self, i: u32) {
-        let n = &mut self.nodes[i as usize];
-        n.prev = self.back;
-        n.next = NIL;
-        match self.back {
-            NIL => self.front = i,
-            b => self.nodes[b as usize].next = i,
-        }
-        self.back = i;
     }
 }
 
@@ -227,7 +249,7 @@ pub struct CacheView {
     delay: SimDuration,
     /// Events not yet delivered: (time they happened, worker, event).
     in_flight: VecDeque<(SimTime, usize, KvEvent)>,
-    approx: Vec<ApproxLru>,
+    approx: Vec<RunLru>,
     capacity: Vec<u32>,
     ttl: Option<SimDuration>,
     prune_interval: Option<SimDuration>,
@@ -248,7 +270,7 @@ impl CacheView {
             index: CacheIndex::default(),
             delay,
             in_flight: VecDeque::new(),
-            approx: (0..capacity.len()).map(|_| ApproxLru::default()).collect(),
+            approx: (0..capacity.len()).map(|_| RunLru::default()).collect(),
             capacity,
             ttl,
             prune_interval: None,
@@ -293,30 +315,24 @@ impl CacheView {
         }
     }
 
-    /// A request with prompt blocks `hashes` was sent to worker `w` at `now`.
+    /// A request with prompt blocks `hashes` (chained, as [`crate::request::block_hashes`] makes them)
+    /// was sent to worker `w` at `now`.
     pub fn on_routed(&mut self, now: SimTime, w: usize, hashes: &[u64]) {
         if self.kind != ViewKind::Approximate {
             return;
         }
         let lru = &mut self.approx[w];
-        for chunk in hashes.chunks(LOOKAHEAD) {
-            // The chunk's lookups first, independent of one another so that their cache misses
-            // overlap. A node found stays valid through the chunk (nodes are freed only by pruning,
-            // below); a block not found takes the full path, which looks again (it may have been
-            // added earlier in the chunk).
-            let mut found = [NIL; LOOKAHEAD];
-            for (f, h) in found.iter_mut().zip(chunk) {
-                *f = lru.find(*h).unwrap_or(NIL);
-            }
-            for (&i, &h) in found.iter().zip(chunk) {
-                if i != NIL {
-                    lru.refresh(i, now);
-                } else if lru.touch(h, now) {
-                    // A block already on the list is already in the index (the two change
-                    // together): only news costs an index update.
-                    self.index.store(w, h);
-                }
-            }
+        if !hashes.is_empty() {
+            let index = &mut self.index;
+            lru.route(hashes, now, |h| {
+                // A block on the list is already in the index (the two change together): only news
+                // costs an index update.
+                let news = index.store(w, h);
+                debug_assert!(
+                    news,
+                    "worker {w} holds block {h:#x} in the middle of a run: the prompt's hashes are not chained"
+                );
+            });
         }
         if self.prune_interval.is_none() {
             Self::prune(&mut self.index, w, lru, self.capacity[w]);
@@ -324,13 +340,9 @@ impl CacheView {
     }
 
     /// Forgets worker `w`'s least recently routed blocks until at most `capacity` remain.
-    fn prune(index: &mut CacheIndex, w: usize, lru: &mut ApproxLru, capacity: u32) {
-        while lru.len() > capacity as usize {
-            let Some(h) = lru.pop_oldest() else {
-                break;
-            };
-            index.remove(w, h);
-        }
+    fn prune(index: &mut CacheIndex, w: usize, lru: &mut RunLru, capacity: u32) {
+        let excess = lru.len().saturating_sub(capacity as usize);
+        lru.pop_oldest(excess, |h| index.remove(w, h));
     }
 
     /// Brings the view up to `now`: delivers due events, expires old guesses.
@@ -361,12 +373,8 @@ impl CacheView {
                 }
                 let Some(ttl) = self.ttl else { return };
                 for (w, lru) in self.approx.iter_mut().enumerate() {
-                    while let Some((h, t)) = lru.oldest() {
-                        if t + ttl > now {
-                            break;
-                        }
-                        lru.pop_oldest();
-                        self.index.remove(w, h);
+                    while lru.oldest_at().is_some_and(|t| t + ttl <= now) {
+                        lru.pop_oldest_run(|h| self.index.remove(w, h));
                     }
                 }
             }
@@ -404,6 +412,7 @@ fn apply(index: &mut CacheIndex, w: usize, e: KvEvent) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn at(ms: u64) -> SimTime {
         SimTime(ms * 1_000_000)
@@ -479,41 +488,211 @@ mod tests {
         assert_eq!(out, [0, 0], "a worker that went down is forgotten");
     }
 
-    #[test]
-    fn the_lru_list_matches_a_reference_model() {
-        // Reference: the blocks in least-recently-routed order; a block routed again moves to the
-        // back; pruning takes the front. Random touches and pops over a small block space, so that
-        // refreshes, reuse of freed nodes and an emptied list all occur.
-        let mut lru = ApproxLru::default();
-        let mut model: Vec<(u64, SimTime)> = Vec::new();
-        let mut x = 12_345u64;
-        for step in 0..5_000u64 {
-            x = x
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            let h = (x >> 33) % 48;
-            if (x >> 20).is_multiple_of(3) {
-                let expect = (!model.is_empty()).then(|| model.remove(0).0);
-                assert_eq!(lru.pop_oldest(), expect, "step {step}");
-            } else {
-                let pos = model.iter().position(|&(b, _)| b == h);
-                assert_eq!(lru.touch(h, at(step)), pos.is_none(), "step {step}");
-                if let Some(p) = pos {
-                    model.remove(p);
+    /// The block-level list that [`RunLru`] must equal: every routed block moved to the back one by
+    /// one, pruning and expiry from the front, with the view's index driven in the same order.
+    #[derive(Default)]
+    struct BlockLru {
+        lists: Vec<Vec<(u64, SimTime)>>,
+        index: CacheIndex,
+        next_prune: SimTime,
+    }
+
+    impl BlockLru {
+        fn route(&mut self, now: SimTime, w: usize, hashes: &[u64], capacity: usize, prune: bool) {
+            let list = &mut self.lists[w];
+            for &h in hashes {
+                match list.iter().position(|&(b, _)| b == h) {
+                    Some(p) => {
+                        list.remove(p);
+                    }
+                    None => {
+                        self.index.store(w, h);
+                    }
                 }
-                model.push((h, at(step)));
+                list.push((h, now));
             }
-            assert_eq!(lru.len(), model.len());
-            assert_eq!(lru.list_len(), model.len());
-            assert_eq!(lru.oldest(), model.first().copied());
-            assert!(lru.nodes.len() <= 48, "freed nodes are reused");
+            if prune {
+                self.prune(w, capacity);
+            }
         }
-        let mut drained = lru.drain();
-        drained.sort_unstable();
-        let mut expect: Vec<u64> = model.iter().map(|&(b, _)| b).collect();
-        expect.sort_unstable();
-        assert_eq!(drained, expect);
-        assert_eq!((lru.len(), lru.list_len(), lru.oldest()), (0, 0, None));
+
+        fn prune(&mut self, w: usize, capacity: usize) {
+            while self.lists[w].len() > capacity {
+                let (h, _) = self.lists[w].remove(0);
+                self.index.remove(w, h);
+            }
+        }
+
+        fn advance(
+            &mut self,
+            now: SimTime,
+            capacity: usize,
+            every: Option<SimDuration>,
+            ttl: Option<SimDuration>,
+        ) {
+            if let Some(every) = every
+                && now >= self.next_prune
+            {
+                if self.next_prune > SimTime::ZERO {
+                    for w in 0..self.lists.len() {
+                        self.prune(w, capacity);
+                    }
+                }
+                while self.next_prune <= now {
+                    self.next_prune += every;
+                }
+            }
+            let Some(ttl) = ttl else { return };
+            for w in 0..self.lists.len() {
+                while self.lists[w].first().is_some_and(|&(_, t)| t + ttl <= now) {
+                    let (h, _) = self.lists[w].remove(0);
+                    self.index.remove(w, h);
+                }
+            }
+        }
+
+        fn clear_worker(&mut self, w: usize) {
+            for (h, _) in std::mem::take(&mut self.lists[w]) {
+                self.index.remove(w, h);
+            }
+            self.index.clear_worker(w);
+        }
+    }
+
+    impl RunLru {
+        /// The blocks front to back, with their times; checks the invariants on the way.
+        fn order(&self) -> Vec<(u64, SimTime)> {
+            let mut out = Vec::new();
+            let (mut r, mut prev, mut runs) = (self.front, NIL, 0);
+            while r != NIL {
+                let run = &self.runs[r as usize];
+                assert_eq!(run.prev, prev, "links");
+                assert!(!run.held().is_empty(), "an empty run stays on the list");
+                assert!(
+                    run.from < 4 || 4 * run.from < run.blocks.len(),
+                    "taken blocks pile up"
+                );
+                assert_eq!(self.starts.get(&run.held()[0]), Some(&r), "run start");
+                out.extend(run.held().iter().map(|&h| (h, run.at)));
+                (prev, r, runs) = (r, run.next, runs + 1);
+            }
+            assert_eq!(self.back, prev);
+            let mut f = self.free;
+            while f != NIL {
+                assert_eq!(
+                    self.runs[f as usize].blocks.capacity(),
+                    0,
+                    "a free run holds memory"
+                );
+                f = self.runs[f as usize].next;
+            }
+            assert_eq!((self.len, self.starts.len()), (out.len(), runs));
+            out
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum LruOp {
+        Route(usize, Vec<u8>),
+        Advance(u64),
+        Clear(usize),
+    }
+
+    /// Chained hashes of a prompt whose blocks are `tokens` (one token per block), like
+    /// [`crate::request::block_hashes`]: a block's hash determines everything before it.
+    fn chain(tokens: &[u8]) -> Vec<u64> {
+        let mut h = 7u64;
+        tokens
+            .iter()
+            .map(|&t| {
+                h = crate::rng::splitmix64(h.rotate_left(17) ^ u64::from(t));
+                h
+            })
+            .collect()
+    }
+
+    fn lru_op() -> impl Strategy<Value = LruOp> {
+        // Three tokens per block: prompts share prefixes often, and diverge anywhere.
+        prop_oneof![
+            8 => (0usize..3, prop::collection::vec(0u8..3, 0..14)).prop_map(|(w, t)| LruOp::Route(w, t)),
+            2 => (0u64..30).prop_map(|k| LruOp::Advance(k * 100)),
+            1 => (0usize..3).prop_map(LruOp::Clear),
+        ]
+    }
+
+    proptest! {
+        /// The run list is the block-level LRU list, block for block and time for time, and the
+        /// view answers every overlap and attribution as that list's index does: with pruning at every
+        /// routing or at intervals, with and without a TTL, and with workers forgotten.
+        #[test]
+        fn runs_are_the_block_level_lru(
+            ops in prop::collection::vec(lru_op(), 1..120),
+            capacity in 1usize..30,
+            ttl_ms in prop::option::of(5u64..50),
+            every_ms in prop::option::of(2u64..20),
+        ) {
+            // On a 100 ms grid, so that expiries and prunes fall exactly on the instants they are due.
+            let ttl = ttl_ms.map(|k| SimDuration::from_millis(k * 100));
+            let every = every_ms.map(|k| SimDuration::from_millis(k * 100));
+            let mut v = CacheView::new(ViewKind::Approximate, SimDuration::ZERO, ttl, vec![capacity as u32; 3])
+                .with_prune_interval(every);
+            let mut model = BlockLru { lists: vec![Vec::new(); 3], ..BlockLru::default() };
+            let mut now = 0u64;
+            let mut seen: Vec<Vec<u64>> = Vec::new();
+            v.advance(at(now));
+            model.advance(at(now), capacity, every, ttl);
+            for op in ops {
+                match op {
+                    LruOp::Route(w, tokens) => {
+                        let hashes = chain(&tokens);
+                        v.on_routed(at(now), w, &hashes);
+                        model.route(at(now), w, &hashes, capacity, every.is_none());
+                        seen.push(hashes);
+                    }
+                    LruOp::Advance(ms) => {
+                        now += ms;
+                        v.advance(at(now));
+                        model.advance(at(now), capacity, every, ttl);
+                    }
+                    LruOp::Clear(w) => {
+                        v.clear_worker(w);
+                        model.clear_worker(w);
+                    }
+                }
+                for w in 0..3 {
+                    prop_assert_eq!(v.approx[w].order(), model.lists[w].clone(), "worker {}", w);
+                }
+                let (mut got, mut expect) = (Vec::new(), Vec::new());
+                for q in seen.iter().rev().take(6) {
+                    let owner = v.overlaps_and_owner(q, &mut got);
+                    let expect_owner = model.index.overlaps_and_owner(q, 3, &mut expect);
+                    prop_assert_eq!(&got, &expect);
+                    prop_assert_eq!(owner, expect_owner);
+                    for &h in q {
+                        prop_assert_eq!(v.attributed(h), model.index.attributed(h));
+                    }
+                }
+            }
+            let mut drained = v.approx[0].drain();
+            drained.sort_unstable();
+            let mut expect: Vec<u64> = model.lists[0].iter().map(|&(h, _)| h).collect();
+            expect.sort_unstable();
+            prop_assert_eq!(drained, expect);
+            prop_assert!(v.approx[0].order().is_empty());
+        }
+    }
+
+    #[test]
+    fn a_conversation_routed_to_one_worker_keeps_one_run() {
+        // A conversation routed to one worker turn after turn: each turn's prompt extends the last,
+        // so each routing empties the previous run and the list never holds more than one.
+        let mut v = CacheView::new(ViewKind::Approximate, SimDuration::ZERO, None, vec![1_000]);
+        let tokens: Vec<u8> = (0..200).map(|i| (i % 3) as u8).collect();
+        for turn in 1..=20 {
+            v.on_routed(at(turn), 0, &chain(&tokens[..turn as usize * 10]));
+            assert_eq!(v.approx[0].runs.len(), 1, "turn {turn}");
+            assert_eq!(v.approx[0].order().len(), turn as usize * 10);
+        }
     }
 
     #[test]
