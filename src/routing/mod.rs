@@ -76,7 +76,7 @@ pub struct RouteInput<'a> {
     pub overlaps: &'a [u32],
     /// The worker the view attributes the longest known prefix of the prompt to (the first it saw
     /// holding that prefix's last block, as a radix tree names a node's tenant); `None` without a view
-    /// or a match.
+    /// or a match, and for a policy that does not ask for it ([`RoutingPolicy::needs_prefix_owner`]).
     pub prefix_owner: Option<usize>,
     /// The workers, indexed by id.
     pub workers: &'a [WorkerSnapshot],
@@ -129,6 +129,12 @@ pub trait RoutingPolicy: Send {
 
     /// Whether the policy reads [`RouteInput::overlaps`] (the router then maintains a cache view).
     fn needs_cache_view(&self) -> bool {
+        false
+    }
+
+    /// Whether the policy reads [`RouteInput::prefix_owner`] (an approximate view that no policy asks
+    /// for it may keep less, [`view::CacheView::with_owner`]).
+    fn needs_prefix_owner(&self) -> bool {
         false
     }
 

@@ -80,6 +80,7 @@ impl Router {
                 .or_else(|| defaults.first().and_then(|d| d.1));
             CacheView::new(spec.view(), s.event_delay, s.approx_ttl, capacity)
                 .with_prune_interval(prune)
+                .with_owner(policy.needs_prefix_owner())
         });
         Router {
             spec: spec.clone(),

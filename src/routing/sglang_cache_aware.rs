@@ -86,6 +86,10 @@ impl RoutingPolicy for SglangCacheAware {
         true
     }
 
+    fn needs_prefix_owner(&self) -> bool {
+        true
+    }
+
     fn route(&mut self, input: &RouteInput, _rng: &mut SimRng) -> Option<Decision> {
         let max = f64::from(input.up().map(|w| w.outstanding).max()?);
         let min = f64::from(input.up().map(|w| w.outstanding).min()?);

@@ -93,6 +93,10 @@ impl Run {
 
 const NIL: u32 = u32::MAX;
 
+/// The largest fleet whose approximate view may answer overlaps from its runs alone, a walk per
+/// worker ([`CacheView::with_owner`]).
+pub const RUN_WALK_MAX_WORKERS: usize = 64;
+
 impl Default for RunLru {
     fn default() -> Self {
         RunLru {
@@ -205,6 +209,21 @@ impl RunLru {
         self.free = r;
     }
 
+    /// How many leading blocks of `hashes` (chained) are on the list: the walk of [`RunLru::route`],
+    /// without moving anything.
+    fn held_prefix(&self, hashes: &[u64]) -> usize {
+        let mut i = 0;
+        while let Some(&r) = hashes.get(i).and_then(|h| self.starts.get(h)) {
+            i += self.runs[r as usize]
+                .held()
+                .iter()
+                .zip(&hashes[i..])
+                .take_while(|(a, b)| a == b)
+                .count();
+        }
+        i
+    }
+
     /// When the least recently routed blocks were routed, if any.
     fn oldest_at(&self) -> Option<SimTime> {
         (self.front != NIL).then(|| self.runs[self.front as usize].at)
@@ -245,7 +264,11 @@ impl RunLru {
 #[derive(Debug)]
 pub struct CacheView {
     kind: ViewKind,
+    /// Which workers hold which block. An approximate view that no decision asks for the prefix's
+    /// owner keeps none, in fleets of up to [`RUN_WALK_MAX_WORKERS`] workers: its runs answer overlaps
+    /// alone ([`CacheView::with_owner`]).
     index: CacheIndex,
+    index_kept: bool,
     delay: SimDuration,
     /// Events not yet delivered: (time they happened, worker, event).
     in_flight: VecDeque<(SimTime, usize, KvEvent)>,
@@ -268,6 +291,7 @@ impl CacheView {
         CacheView {
             kind,
             index: CacheIndex::default(),
+            index_kept: true,
             delay,
             in_flight: VecDeque::new(),
             approx: (0..capacity.len()).map(|_| RunLru::default()).collect(),
@@ -285,11 +309,26 @@ impl CacheView {
         self
     }
 
+    /// Whether decisions need [`CacheView::overlaps_and_owner`]'s owner (SGLang's tenant). An
+    /// approximate view over at most [`RUN_WALK_MAX_WORKERS`] workers that needs none keeps no block →
+    /// workers index: each worker's runs give its overlap with one walk (as [`RunLru::route`] walks),
+    /// which saves the index a lookup for every block routed to a worker for the first time and every
+    /// block it forgets. The overlaps are the same; the owner is then always `None`. Larger fleets keep
+    /// the index, whose one walk over the prompt costs less than a walk per worker.
+    pub fn with_owner(mut self, needed: bool) -> Self {
+        self.index_kept = needed
+            || self.kind != ViewKind::Approximate
+            || self.capacity.len() > RUN_WALK_MAX_WORKERS;
+        self
+    }
+
     /// Forgets everything known about worker `w` (it went down; a restarted worker's cache is empty).
     pub fn clear_worker(&mut self, w: usize) {
         if let Some(lru) = self.approx.get_mut(w) {
             for h in lru.drain() {
-                self.index.remove(w, h);
+                if self.index_kept {
+                    self.index.remove(w, h);
+                }
             }
         }
         self.index.clear_worker(w);
@@ -322,27 +361,35 @@ impl CacheView {
             return;
         }
         let lru = &mut self.approx[w];
+        let index = self.index_kept.then_some(&mut self.index);
         if !hashes.is_empty() {
-            let index = &mut self.index;
-            lru.route(hashes, now, |h| {
-                // A block on the list is already in the index (the two change together): only news
-                // costs an index update.
-                let news = index.store(w, h);
-                debug_assert!(
-                    news,
-                    "worker {w} holds block {h:#x} in the middle of a run: the prompt's hashes are not chained"
-                );
-            });
+            match index {
+                Some(index) => lru.route(hashes, now, |h| {
+                    // A block on the list is already in the index (the two change together): only
+                    // news costs an index update.
+                    let news = index.store(w, h);
+                    debug_assert!(
+                        news,
+                        "worker {w} holds block {h:#x} in the middle of a run: the prompt's hashes are not chained"
+                    );
+                }),
+                None => lru.route(hashes, now, |_| {}),
+            }
         }
         if self.prune_interval.is_none() {
-            Self::prune(&mut self.index, w, lru, self.capacity[w]);
+            let index = self.index_kept.then_some(&mut self.index);
+            Self::prune(index, w, lru, self.capacity[w]);
         }
     }
 
     /// Forgets worker `w`'s least recently routed blocks until at most `capacity` remain.
-    fn prune(index: &mut CacheIndex, w: usize, lru: &mut RunLru, capacity: u32) {
+    fn prune(mut index: Option<&mut CacheIndex>, w: usize, lru: &mut RunLru, capacity: u32) {
         let excess = lru.len().saturating_sub(capacity as usize);
-        lru.pop_oldest(excess, |h| index.remove(w, h));
+        lru.pop_oldest(excess, |h| {
+            if let Some(index) = index.as_deref_mut() {
+                index.remove(w, h);
+            }
+        });
     }
 
     /// Brings the view up to `now`: delivers due events, expires old guesses.
@@ -364,7 +411,8 @@ impl CacheView {
                 {
                     if self.next_prune > SimTime::ZERO {
                         for (w, lru) in self.approx.iter_mut().enumerate() {
-                            Self::prune(&mut self.index, w, lru, self.capacity[w]);
+                            let index = self.index_kept.then_some(&mut self.index);
+                            Self::prune(index, w, lru, self.capacity[w]);
                         }
                     }
                     while self.next_prune <= now {
@@ -374,7 +422,11 @@ impl CacheView {
                 let Some(ttl) = self.ttl else { return };
                 for (w, lru) in self.approx.iter_mut().enumerate() {
                     while lru.oldest_at().is_some_and(|t| t + ttl <= now) {
-                        lru.pop_oldest_run(|h| self.index.remove(w, h));
+                        lru.pop_oldest_run(|h| {
+                            if self.index_kept {
+                                self.index.remove(w, h);
+                            }
+                        });
                     }
                 }
             }
@@ -389,14 +441,21 @@ impl CacheView {
 
     /// Leading blocks of `hashes` that each worker holds, as far as this view knows.
     pub fn overlaps(&self, hashes: &[u64], out: &mut Vec<u32>) {
-        self.index.overlaps(hashes, self.capacity.len(), out);
+        self.overlaps_and_owner(hashes, out);
     }
 
     /// [`CacheView::overlaps`], and the worker the longest of those prefixes is attributed to (what
-    /// [`CacheView::attributed`] says of its last block), found in the same walk.
+    /// [`CacheView::attributed`] says of its last block), found in the same walk; `None` for the owner
+    /// when the view keeps no index ([`CacheView::with_owner`]).
     pub fn overlaps_and_owner(&self, hashes: &[u64], out: &mut Vec<u32>) -> Option<usize> {
-        self.index
-            .overlaps_and_owner(hashes, self.capacity.len(), out)
+        if self.index_kept {
+            return self
+                .index
+                .overlaps_and_owner(hashes, self.capacity.len(), out);
+        }
+        out.clear();
+        out.extend(self.approx.iter().map(|lru| lru.held_prefix(hashes) as u32));
+        None
     }
 }
 
@@ -635,39 +694,53 @@ mod tests {
             let ttl = ttl_ms.map(|k| SimDuration::from_millis(k * 100));
             let every = every_ms.map(|k| SimDuration::from_millis(k * 100));
             let mut v = CacheView::new(ViewKind::Approximate, SimDuration::ZERO, ttl, vec![capacity as u32; 3])
-                .with_prune_interval(every);
+                .with_prune_interval(every)
+                .with_owner(true);
+            // The same view without its block → workers index: overlaps from the runs alone.
+            let mut bare = CacheView::new(ViewKind::Approximate, SimDuration::ZERO, ttl, vec![capacity as u32; 3])
+                .with_prune_interval(every)
+                .with_owner(false);
+            prop_assert!(!bare.index_kept);
             let mut model = BlockLru { lists: vec![Vec::new(); 3], ..BlockLru::default() };
             let mut now = 0u64;
             let mut seen: Vec<Vec<u64>> = Vec::new();
             v.advance(at(now));
+            bare.advance(at(now));
             model.advance(at(now), capacity, every, ttl);
             for op in ops {
                 match op {
                     LruOp::Route(w, tokens) => {
                         let hashes = chain(&tokens);
                         v.on_routed(at(now), w, &hashes);
+                        bare.on_routed(at(now), w, &hashes);
                         model.route(at(now), w, &hashes, capacity, every.is_none());
                         seen.push(hashes);
                     }
                     LruOp::Advance(ms) => {
                         now += ms;
                         v.advance(at(now));
+                        bare.advance(at(now));
                         model.advance(at(now), capacity, every, ttl);
                     }
                     LruOp::Clear(w) => {
                         v.clear_worker(w);
+                        bare.clear_worker(w);
                         model.clear_worker(w);
                     }
                 }
                 for w in 0..3 {
                     prop_assert_eq!(v.approx[w].order(), model.lists[w].clone(), "worker {}", w);
+                    prop_assert_eq!(bare.approx[w].order(), model.lists[w].clone(), "worker {}", w);
                 }
+                prop_assert!(bare.index.is_empty());
                 let (mut got, mut expect) = (Vec::new(), Vec::new());
                 for q in seen.iter().rev().take(6) {
                     let owner = v.overlaps_and_owner(q, &mut got);
                     let expect_owner = model.index.overlaps_and_owner(q, 3, &mut expect);
                     prop_assert_eq!(&got, &expect);
                     prop_assert_eq!(owner, expect_owner);
+                    prop_assert_eq!(bare.overlaps_and_owner(q, &mut got), None);
+                    prop_assert_eq!(&got, &expect);
                     for &h in q {
                         prop_assert_eq!(v.attributed(h), model.index.attributed(h));
                     }
