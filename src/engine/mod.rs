@@ -181,6 +181,11 @@ pub struct Simulation {
     starts: Vec<(usize, SimTime)>,
     /// Content hashes that were cached on workers that failed and have not been recomputed since.
     lost: FxHashSet<u64>,
+    /// A conversation's last completed turn, by session: its worker, that worker's epoch and the
+    /// blocks it held. The next turn, routed there, takes them as its hint
+    /// ([`Sequence::cached_hint`]): its prompt begins with that turn's prompt and answer. Taken when the
+    /// next turn is routed; a last turn leaves none.
+    turn_blocks: rustc_hash::FxHashMap<u64, (usize, u64, Vec<crate::worker::kv_cache::BlockId>)>,
     /// Pending foreground events.
     foreground: u64,
     /// Whether the gateway records where each conversation lives (worker-held session state, or a
@@ -349,6 +354,7 @@ impl Simulation {
             hit: Vec::new(),
             starts: Vec::new(),
             lost: FxHashSet::default(),
+            turn_blocks: Default::default(),
             foreground: 0,
             track_sessions: false,
             check_every_step: false,
@@ -660,8 +666,18 @@ impl Simulation {
         // What `w` holds of the prompt, computed once: the router's record and the enqueue below both
         // need it (settling `w` in between applies only pure decode steps, which cache nothing).
         let mut local_prefix = None;
+        seq.cached_hint.clear();
+        if let Some(s) = seq.request.session
+            && let Some((at, epoch, blocks)) = self.turn_blocks.remove(&s.id)
+            && at == w
+            && epoch == self.workers[w].epoch
+        {
+            seq.cached_hint = blocks;
+        }
         if forced.is_none() {
-            let local = self.workers[w].pool.cached_prefix(&hashes[..prompt_blocks]);
+            let local = self.workers[w]
+                .pool
+                .cached_prefix_blocks_hinted(&hashes[..prompt_blocks], &mut seq.cached_hint);
             local_prefix = Some(local);
             let outstanding = self.snapshots[w].outstanding;
             self.router.record(
@@ -739,7 +755,15 @@ impl Simulation {
             let prompt_hashes = &seq.hashes[..prompt_blocks.min(seq.hashes.len())];
             let local = match local_prefix {
                 Some(l) if params.block_size == block_size => l,
-                _ => self.workers[w].pool.cached_prefix(prompt_hashes),
+                Some(_) => {
+                    seq.cached_hint.clear();
+                    self.workers[w]
+                        .pool
+                        .cached_prefix_blocks(prompt_hashes, &mut seq.cached_hint)
+                }
+                None => self.workers[w]
+                    .pool
+                    .cached_prefix_blocks_hinted(prompt_hashes, &mut seq.cached_hint),
             };
             // Until a request is first routed, its own text is cached nowhere.
             let nowhere_from = (seq.request)
@@ -867,8 +891,15 @@ impl Simulation {
             self.router.on_first_token(self.now, id, w);
         }
         self.prof.stop(Phase::Routing, t);
-        for seq in outcome.completed {
+        for mut seq in outcome.completed {
             let t = self.prof.start();
+            if let Some(s) = seq.request.session
+                && !seq.request.never_quoted
+            {
+                let blocks = std::mem::take(&mut seq.blocks);
+                self.turn_blocks
+                    .insert(s.id, (w, self.workers[w].epoch, blocks));
+            }
             self.router.on_finished(self.now, &seq.request, w);
             self.gateway.on_success(w);
             self.prof.stop(Phase::Routing, t);

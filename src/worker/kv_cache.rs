@@ -303,6 +303,33 @@ impl BlockPool {
         out.len() - before
     }
 
+    /// [`BlockPool::cached_prefix_blocks`] with a hint: `blocks` starts with candidate blocks for the
+    /// leading hashes. The leading candidates that still hold their hash, indexed, are kept without a
+    /// lookup (by invariant 3 the index maps each such hash to that block); the rest are dropped, and
+    /// the walk goes on through the index from the first that failed. Returns `blocks.len()`
+    /// afterwards: exactly the blocks, and the count, that [`BlockPool::cached_prefix_blocks`] finds.
+    /// Does not change recency.
+    pub fn cached_prefix_blocks_hinted(&self, hashes: &[u64], blocks: &mut Vec<BlockId>) -> usize {
+        let still = blocks
+            .iter()
+            .zip(hashes)
+            .take_while(|&(&b, &h)| {
+                self.blocks
+                    .get(b as usize)
+                    .is_some_and(|block| block.hashed && block.indexed && block.hash == h)
+            })
+            .count();
+        blocks.truncate(still);
+        let hit = still + self.cached_prefix_blocks(&hashes[still..], blocks);
+        #[cfg(debug_assertions)]
+        {
+            let mut fresh = Vec::new();
+            self.cached_prefix_blocks(hashes, &mut fresh);
+            assert_eq!(*blocks, fresh, "a hint changed what the cache holds");
+        }
+        hit
+    }
+
     /// The block that caches `hash`, if any.
     pub fn lookup(&self, hash: u64) -> Option<BlockId> {
         self.probe(hash).and_then(|s| s.block())
@@ -754,6 +781,48 @@ mod tests {
             [KvEvent::Removed(5), KvEvent::Stored(6)]
         );
         assert_eq!(p.drain_events().count(), 0);
+    }
+
+    #[test]
+    fn a_hint_saves_lookups_but_never_changes_what_is_found() {
+        let mut p = BlockPool::new(4, 16);
+        let held: Vec<BlockId> = (0..3).map(|_| p.allocate().unwrap()).collect();
+        for (&b, h) in held.iter().zip([10, 11, 12]) {
+            p.register(b, h);
+        }
+        p.release(&held);
+        let found = |hint: &[BlockId], hashes: &[u64]| {
+            let mut blocks = hint.to_vec();
+            let n = p.cached_prefix_blocks_hinted(hashes, &mut blocks);
+            assert_eq!(n, blocks.len());
+            blocks
+        };
+        assert_eq!(found(&held, &[10, 11, 12]), held, "a hint that still holds");
+        assert_eq!(
+            found(&held[..1], &[10, 11, 12]),
+            held,
+            "a short hint: the index does the rest"
+        );
+        assert_eq!(
+            found(&[held[1], held[0]], &[10, 11]),
+            held[..2],
+            "a wrong hint"
+        );
+        assert_eq!(
+            found(&[99, 7], &[10, 11]),
+            held[..2],
+            "blocks no pool of this size has"
+        );
+        assert_eq!(found(&held, &[10, 13]), held[..1], "a prompt that diverges");
+        // Every block is taken again (released tail first, so content 12 goes first and 10 last) and
+        // the hint's first block now holds other content: the hint is stale.
+        let mut q = p.clone();
+        let taken: Vec<BlockId> = (0..4).map(|_| q.allocate().unwrap()).collect();
+        assert_eq!(taken[3], held[0]);
+        q.register(held[0], 20);
+        let mut blocks = held.clone();
+        assert_eq!(q.cached_prefix_blocks_hinted(&[10, 11, 12], &mut blocks), 0);
+        assert!(blocks.is_empty());
     }
 
     #[test]

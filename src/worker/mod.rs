@@ -470,14 +470,14 @@ impl Worker {
         let target = seq.target();
         // At least one token is always computed, to produce logits (or, prefill only, to hand off).
         let max_hit = ((target.saturating_sub(1) / bs) as usize).min(seq.hashes.len());
-        // The cached blocks of the prompt's head, found in one pass over the index, collected in the
-        // sequence's own block list (a waiting sequence holds no block: the list is only capacity).
-        let mut blocks = std::mem::take(&mut seq.blocks);
-        blocks.clear();
+        // The cached blocks of the prompt's head: the hint, checked block by block, then the index
+        // from where it stops (a waiting sequence holds no block).
+        let mut blocks = std::mem::take(&mut seq.cached_hint);
         let hit = if caching {
             self.pool
-                .cached_prefix_blocks(&seq.hashes[..max_hit], &mut blocks)
+                .cached_prefix_blocks_hinted(&seq.hashes[..max_hit], &mut blocks)
         } else {
+            blocks.clear();
             0
         };
         let handed = seq.handed_off.min(num_tokens - 1);
@@ -493,8 +493,7 @@ impl Worker {
         let n = target.saturating_sub(start).min(budget);
         let new_blocks = self.pool.blocks_for(start + n) - hit as u32;
         if self.pool.free() < new_blocks + self.pool.free_among(&blocks) {
-            blocks.clear();
-            seq.blocks = blocks; // keeps its capacity for the next attempt
+            seq.cached_hint = blocks; // still exact: the next attempt checks it again
             return None;
         }
         let mut seq = self.waiting.pop_front().unwrap();
