@@ -107,6 +107,12 @@ impl Router {
         self.view.as_ref().map(|v| v.kind().as_str())
     }
 
+    /// Whether the cache view keeps its block → workers index ([`CacheView::with_owner`]); `None`
+    /// without a view.
+    pub fn view_keeps_index(&self) -> Option<bool> {
+        self.view.as_ref().map(CacheView::keeps_index)
+    }
+
     /// Whether the workers' KV events should be recorded and passed to [`Router::on_kv_events`].
     pub fn wants_kv_events(&self) -> bool {
         self.view.as_ref().is_some_and(CacheView::wants_kv_events)

@@ -206,3 +206,36 @@ fn round_robin_wraps_around_and_skips_workers_that_are_down() {
         .collect();
     assert_eq!(picks, [0, 2, 0, 2]);
 }
+
+#[test]
+fn an_approximate_view_keeps_its_index_only_for_an_owner_or_a_large_fleet() {
+    let router = |name: &str, workers: usize| {
+        let spec = RouterSpec {
+            policy: PolicyConfig::parse_spec(name).unwrap(),
+            settings: RouterSettings::default(),
+        };
+        Router::new(&spec, 1, &vec![1_000; workers], 16)
+    };
+    assert_eq!(
+        router("llm_d", 8).view_keeps_index(),
+        Some(false),
+        "nothing reads the owner"
+    );
+    assert_eq!(router("llm_d", 64).view_keeps_index(), Some(false));
+    assert_eq!(
+        router("llm_d", 65).view_keeps_index(),
+        Some(true),
+        "past 64 workers a walk per worker costs more than the index's walk"
+    );
+    assert_eq!(
+        router("sglang_cache_aware", 8).view_keeps_index(),
+        Some(true),
+        "it reads the owner"
+    );
+    assert_eq!(
+        router("prefix_aware", 8).view_keeps_index(),
+        Some(true),
+        "the oracle view is its index"
+    );
+    assert_eq!(router("round_robin", 8).view_keeps_index(), None);
+}

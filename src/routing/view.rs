@@ -335,6 +335,11 @@ impl CacheView {
         self.in_flight.retain(|(_, x, _)| *x != w);
     }
 
+    /// Whether the view keeps its block → workers index ([`CacheView::with_owner`]).
+    pub fn keeps_index(&self) -> bool {
+        self.index_kept
+    }
+
     /// The knowledge model.
     pub fn kind(&self) -> ViewKind {
         self.kind
