@@ -755,13 +755,8 @@ impl Simulation {
             let prompt_hashes = &seq.hashes[..prompt_blocks.min(seq.hashes.len())];
             let local = match local_prefix {
                 Some(l) if params.block_size == block_size => l,
-                Some(_) => {
-                    seq.cached_hint.clear();
-                    self.workers[w]
-                        .pool
-                        .cached_prefix_blocks(prompt_hashes, &mut seq.cached_hint)
-                }
-                None => self.workers[w]
+                // A hint found at another block size fails its check at the first block.
+                _ => self.workers[w]
                     .pool
                     .cached_prefix_blocks_hinted(prompt_hashes, &mut seq.cached_hint),
             };

@@ -123,12 +123,7 @@ impl RunLru {
         while i < hashes.len() {
             match self.starts.get(&hashes[i]) {
                 Some(&r) => {
-                    let shared = self.runs[r as usize]
-                        .held()
-                        .iter()
-                        .zip(&hashes[i..])
-                        .take_while(|(a, b)| a == b)
-                        .count();
+                    let shared = self.shared(r, &hashes[i..]);
                     self.take_front(r, shared, |_| {});
                     i += shared;
                 }
@@ -214,14 +209,20 @@ impl RunLru {
     fn held_prefix(&self, hashes: &[u64]) -> usize {
         let mut i = 0;
         while let Some(&r) = hashes.get(i).and_then(|h| self.starts.get(h)) {
-            i += self.runs[r as usize]
-                .held()
-                .iter()
-                .zip(&hashes[i..])
-                .take_while(|(a, b)| a == b)
-                .count();
+            i += self.shared(r, &hashes[i..]);
         }
         i
+    }
+
+    /// How many leading blocks of `hashes` run `r` holds, from its first (at least one when `hashes`
+    /// begins with that block).
+    fn shared(&self, r: u32, hashes: &[u64]) -> usize {
+        self.runs[r as usize]
+            .held()
+            .iter()
+            .zip(hashes)
+            .take_while(|(a, b)| a == b)
+            .count()
     }
 
     /// When the least recently routed blocks were routed, if any.
@@ -264,11 +265,10 @@ impl RunLru {
 #[derive(Debug)]
 pub struct CacheView {
     kind: ViewKind,
-    /// Which workers hold which block. An approximate view that no decision asks for the prefix's
-    /// owner keeps none, in fleets of up to [`RUN_WALK_MAX_WORKERS`] workers: its runs answer overlaps
+    /// Which workers hold which block; `None` for an approximate view that no decision asks for the
+    /// prefix's owner, in fleets of up to [`RUN_WALK_MAX_WORKERS`] workers: its runs answer overlaps
     /// alone ([`CacheView::with_owner`]).
-    index: CacheIndex,
-    index_kept: bool,
+    index: Option<CacheIndex>,
     delay: SimDuration,
     /// Events not yet delivered: (time they happened, worker, event).
     in_flight: VecDeque<(SimTime, usize, KvEvent)>,
@@ -290,8 +290,7 @@ impl CacheView {
     ) -> Self {
         CacheView {
             kind,
-            index: CacheIndex::default(),
-            index_kept: true,
+            index: Some(CacheIndex::default()),
             delay,
             in_flight: VecDeque::new(),
             approx: (0..capacity.len()).map(|_| RunLru::default()).collect(),
@@ -316,28 +315,30 @@ impl CacheView {
     /// block it forgets. The overlaps are the same; the owner is then always `None`. Larger fleets keep
     /// the index, whose one walk over the prompt costs less than a walk per worker.
     pub fn with_owner(mut self, needed: bool) -> Self {
-        self.index_kept = needed
-            || self.kind != ViewKind::Approximate
-            || self.capacity.len() > RUN_WALK_MAX_WORKERS;
+        let runs_alone = !needed
+            && self.kind == ViewKind::Approximate
+            && self.capacity.len() <= RUN_WALK_MAX_WORKERS;
+        if runs_alone {
+            self.index = None;
+        }
         self
     }
 
     /// Forgets everything known about worker `w` (it went down; a restarted worker's cache is empty).
     pub fn clear_worker(&mut self, w: usize) {
-        if let Some(lru) = self.approx.get_mut(w) {
-            for h in lru.drain() {
-                if self.index_kept {
-                    self.index.remove(w, h);
-                }
+        let blocks = self.approx.get_mut(w).map(RunLru::drain);
+        if let Some(index) = &mut self.index {
+            for h in blocks.into_iter().flatten() {
+                index.remove(w, h);
             }
+            index.clear_worker(w);
         }
-        self.index.clear_worker(w);
         self.in_flight.retain(|(_, x, _)| *x != w);
     }
 
     /// Whether the view keeps its block → workers index ([`CacheView::with_owner`]).
     pub fn keeps_index(&self) -> bool {
-        self.index_kept
+        self.index.is_some()
     }
 
     /// The knowledge model.
@@ -353,7 +354,7 @@ impl CacheView {
     /// Worker `w`'s cache events that happened at `now`.
     pub fn on_kv_events(&mut self, now: SimTime, w: usize, events: impl Iterator<Item = KvEvent>) {
         match self.kind {
-            ViewKind::Oracle => events.for_each(|e| apply(&mut self.index, w, e)),
+            ViewKind::Oracle => events.for_each(|e| apply(self.index.as_mut(), w, e)),
             ViewKind::Events => self.in_flight.extend(events.map(|e| (now, w, e))),
             ViewKind::Approximate => events.for_each(drop),
         }
@@ -366,23 +367,21 @@ impl CacheView {
             return;
         }
         let lru = &mut self.approx[w];
-        let index = self.index_kept.then_some(&mut self.index);
+        let mut index = self.index.as_mut();
         if !hashes.is_empty() {
-            match index {
-                Some(index) => lru.route(hashes, now, |h| {
-                    // A block on the list is already in the index (the two change together): only
-                    // news costs an index update.
+            lru.route(hashes, now, |h| {
+                // A block on the list is already in the index (the two change together): only news
+                // costs an index update.
+                if let Some(index) = index.as_deref_mut() {
                     let news = index.store(w, h);
                     debug_assert!(
                         news,
                         "worker {w} holds block {h:#x} in the middle of a run: the prompt's hashes are not chained"
                     );
-                }),
-                None => lru.route(hashes, now, |_| {}),
-            }
+                }
+            });
         }
         if self.prune_interval.is_none() {
-            let index = self.index_kept.then_some(&mut self.index);
             Self::prune(index, w, lru, self.capacity[w]);
         }
     }
@@ -407,7 +406,7 @@ impl CacheView {
                         break;
                     }
                     self.in_flight.pop_front();
-                    apply(&mut self.index, w, e);
+                    apply(self.index.as_mut(), w, e);
                 }
             }
             ViewKind::Approximate => {
@@ -416,8 +415,7 @@ impl CacheView {
                 {
                     if self.next_prune > SimTime::ZERO {
                         for (w, lru) in self.approx.iter_mut().enumerate() {
-                            let index = self.index_kept.then_some(&mut self.index);
-                            Self::prune(index, w, lru, self.capacity[w]);
+                            Self::prune(self.index.as_mut(), w, lru, self.capacity[w]);
                         }
                     }
                     while self.next_prune <= now {
@@ -428,8 +426,8 @@ impl CacheView {
                 for (w, lru) in self.approx.iter_mut().enumerate() {
                     while lru.oldest_at().is_some_and(|t| t + ttl <= now) {
                         lru.pop_oldest_run(|h| {
-                            if self.index_kept {
-                                self.index.remove(w, h);
+                            if let Some(index) = &mut self.index {
+                                index.remove(w, h);
                             }
                         });
                     }
@@ -441,7 +439,7 @@ impl CacheView {
     /// The worker block `h` is attributed to: the first this view saw holding it, or, once that one
     /// forgot it, the lowest remaining holder (as a radix-tree router names a node's tenant).
     pub fn attributed(&self, h: u64) -> Option<usize> {
-        self.index.attributed(h)
+        self.index.as_ref().and_then(|index| index.attributed(h))
     }
 
     /// Leading blocks of `hashes` that each worker holds, as far as this view knows.
@@ -453,10 +451,8 @@ impl CacheView {
     /// [`CacheView::attributed`] says of its last block), found in the same walk; `None` for the owner
     /// when the view keeps no index ([`CacheView::with_owner`]).
     pub fn overlaps_and_owner(&self, hashes: &[u64], out: &mut Vec<u32>) -> Option<usize> {
-        if self.index_kept {
-            return self
-                .index
-                .overlaps_and_owner(hashes, self.capacity.len(), out);
+        if let Some(index) = &self.index {
+            return index.overlaps_and_owner(hashes, self.capacity.len(), out);
         }
         out.clear();
         out.extend(self.approx.iter().map(|lru| lru.held_prefix(hashes) as u32));
@@ -464,7 +460,9 @@ impl CacheView {
     }
 }
 
-fn apply(index: &mut CacheIndex, w: usize, e: KvEvent) {
+/// Applies a cache event to the index (an event-fed view always keeps one).
+fn apply(index: Option<&mut CacheIndex>, w: usize, e: KvEvent) {
+    let Some(index) = index else { return };
     match e {
         KvEvent::Stored(h) => {
             index.store(w, h);
@@ -705,7 +703,7 @@ mod tests {
             let mut bare = CacheView::new(ViewKind::Approximate, SimDuration::ZERO, ttl, vec![capacity as u32; 3])
                 .with_prune_interval(every)
                 .with_owner(false);
-            prop_assert!(!bare.index_kept);
+            prop_assert!(!bare.keeps_index());
             let mut model = BlockLru { lists: vec![Vec::new(); 3], ..BlockLru::default() };
             let mut now = 0u64;
             let mut seen: Vec<Vec<u64>> = Vec::new();
@@ -737,7 +735,7 @@ mod tests {
                     prop_assert_eq!(v.approx[w].order(), model.lists[w].clone(), "worker {}", w);
                     prop_assert_eq!(bare.approx[w].order(), model.lists[w].clone(), "worker {}", w);
                 }
-                prop_assert!(bare.index.is_empty());
+                prop_assert!(bare.index.is_none());
                 let (mut got, mut expect) = (Vec::new(), Vec::new());
                 for q in seen.iter().rev().take(6) {
                     let owner = v.overlaps_and_owner(q, &mut got);

@@ -24,10 +24,11 @@ pub struct Sequence {
     pub hashes: Vec<u64>,
     /// Blocks held, in token order.
     pub blocks: Vec<BlockId>,
-    /// While waiting: blocks that cached the prompt's leading blocks on this worker when last seen (a
-    /// conversation's previous turn left them), a hint that saves the prefix index its lookups. Each is
-    /// checked against the block's current content ([`BlockPool::cached_prefix_blocks_hinted`]), so a
-    /// hint gone stale, or taken on another worker, changes nothing but the lookups it saves.
+    /// While waiting: the blocks found caching the prompt's leading blocks when it was routed (that
+    /// search itself starts from the blocks a conversation's previous turn left on the worker), a hint
+    /// that saves admission the prefix index's lookups. Each is checked against the block's current
+    /// content ([`BlockPool::cached_prefix_blocks_hinted`]), so a hint gone stale, or taken on another
+    /// worker, changes nothing but the lookups it saves.
     pub cached_hint: Vec<BlockId>,
     /// Tokens whose KV is computed (or reused from the cache).
     pub computed: u32,
