@@ -216,6 +216,14 @@ pub struct Simulation {
     prof: Profile,
     /// Decode steps applied in bulk by the fast path.
     bulk_steps: u64,
+    /// Whether runs of pure steps may cross block boundaries (`steady_run.rs`); decided when the run
+    /// starts.
+    across_blocks: bool,
+    /// Per worker, when runs may cross blocks: the end of the step whose end and the start after it
+    /// are the next pure step of its run not applied yet (`SimTime::MAX` when there is none).
+    pending: Vec<SimTime>,
+    /// Scratch: the starts of pure steps that allocated, and the blocks then in use.
+    allocated: Vec<(u32, u32)>,
     /// Worker roles and the interconnect of a disaggregated fleet (`disagg.rs`); `None` when aggregated.
     disagg: Option<disagg::Disagg>,
     /// Hot-prefix replication (`replication.rs`); `None` unless `[interconnect.replication]`.
@@ -369,6 +377,9 @@ impl Simulation {
             class_now: Class::Fault,
             prof: Profile::new(false),
             bulk_steps: 0,
+            across_blocks: false,
+            pending: vec![SimTime::MAX; n],
+            allocated: Vec::new(),
             disagg: None,
             replication: None,
         }
@@ -436,6 +447,7 @@ impl Simulation {
     /// [`Simulation::run`], with a workload that stopped early on an error (a trace file that changed
     /// after it was checked) returned as that error.
     pub fn try_run(mut self, progress: &mut dyn FnMut(&RunProgress)) -> Result<RunOutput, String> {
+        self.decide_runs_across_blocks();
         self.pull_arrival();
         self.schedule_faults();
         while let Some((t, class, event)) = self.queue.pop_with_class() {
@@ -663,8 +675,14 @@ impl Simulation {
         }
         let w = decision.worker;
         seq.prefill_only = stage == Some(disagg::Stage::Prefill) && self.is_prefill_worker(w);
+        self.prof.stop(Phase::Routing, t);
+        // Settled before its cache is read: a run across blocks changes the cache as it goes.
+        let t = self.prof.start();
+        self.settle_worker(w);
+        self.prof.stop(Phase::WorkerSteps, t);
+        let t = self.prof.start();
         // What `w` holds of the prompt, computed once: the router's record and the enqueue below both
-        // need it (settling `w` in between applies only pure decode steps, which cache nothing).
+        // need it.
         let mut local_prefix = None;
         seq.cached_hint.clear();
         if let Some(s) = seq.request.session
@@ -694,9 +712,6 @@ impl Simulation {
                 .on_routed(&seq.request, w, self.workers[w].epoch, self.now);
         }
         self.prof.stop(Phase::Routing, t);
-        let t = self.prof.start();
-        self.settle_worker(w);
-        self.prof.stop(Phase::WorkerSteps, t);
         if !self.workers[w].can_ever_fit(seq.request.prompt_tokens, seq.request.output_tokens) {
             self.router.on_request_failed(seq.request.id, w);
             self.finish_seq(
@@ -764,6 +779,9 @@ impl Simulation {
             let nowhere_from = (seq.request)
                 .first_private_block(params.block_size)
                 .filter(|_| first_routing);
+            if looks_elsewhere(prompt_hashes, local, nowhere_from) {
+                self.catch_up_others(w);
+            }
             seq.elsewhere_blocks =
                 self.best_prefix_beyond(w, prompt_hashes, local, nowhere_from) as u32;
             if !self.lost.is_empty() {
@@ -863,7 +881,7 @@ impl Simulation {
                 .filter(|v| self.truth[v.id] == Truth::Up)
                 .filter(move |v| v.pool.lookup(next).is_some())
         };
-        if nowhere_from.is_some_and(|p| local >= p) {
+        if !looks_elsewhere(hashes, local, nowhere_from) {
             debug_assert!(
                 holders_of_next().next().is_none(),
                 "a worker caches a block of a private tail before its request was first routed"
@@ -1098,6 +1116,14 @@ pub struct RunProgress {
     pub requests_arrived: u64,
     /// Events processed so far.
     pub events: u64,
+}
+
+/// Whether finding the longest prefix of `hashes` cached beyond the `local` leading blocks a worker
+/// holds needs lookups in other workers' caches: not when the worker holds the whole prompt, nor when
+/// the blocks from `nowhere_from` on are known to be cached nowhere and `local` reaches them
+/// ([`Simulation::best_prefix_beyond`]).
+fn looks_elsewhere(hashes: &[u64], local: usize, nowhere_from: Option<usize>) -> bool {
+    local < hashes.len() && nowhere_from.is_none_or(|p| local < p)
 }
 
 /// A worker's energy over a run that ended at `end_s` seconds: its steps' energy plus idle power for

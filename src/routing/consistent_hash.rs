@@ -113,6 +113,10 @@ impl RoutingPolicy for ConsistentHash {
         "consistent_hash"
     }
 
+    fn reads_kv_usage(&self) -> bool {
+        false
+    }
+
     fn route(&mut self, input: &RouteInput, _rng: &mut SimRng) -> Option<Decision> {
         let n = input.workers.len();
         if self.ring.len() != n * self.params.virtual_nodes.0 as usize {

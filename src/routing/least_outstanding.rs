@@ -31,6 +31,10 @@ impl RoutingPolicy for LeastOutstanding {
         "least_outstanding"
     }
 
+    fn reads_kv_usage(&self) -> bool {
+        false
+    }
+
     fn route(&mut self, input: &RouteInput, _rng: &mut SimRng) -> Option<Decision> {
         self.pick(input).map(|worker| Decision {
             worker,

@@ -138,6 +138,14 @@ pub trait RoutingPolicy: Send {
         false
     }
 
+    /// Whether the policy reads the workers' KV use ([`WorkerSnapshot::kv_utilization`],
+    /// [`WorkerSnapshot::used_blocks`]). Assumed unless a policy says otherwise: the engine's decode
+    /// fast path defers allocations between events only for a policy that does not
+    /// (`engine/steady_run.rs`), so a wrong `false` would let such a policy see stale KV use.
+    fn reads_kv_usage(&self) -> bool {
+        true
+    }
+
     /// Whether the policy reads [`RouteInput::prefix_sources`] (the engine then describes the tiers'
     /// contents and the interconnect to it).
     fn needs_prefix_sources(&self) -> bool {

@@ -16,6 +16,10 @@ impl RoutingPolicy for PowerOfTwo {
         "power_of_two"
     }
 
+    fn reads_kv_usage(&self) -> bool {
+        false
+    }
+
     fn route(&mut self, input: &RouteInput, rng: &mut SimRng) -> Option<Decision> {
         let up = input.up().count();
         let nth = |k: usize| input.up().nth(k).expect("k < up");

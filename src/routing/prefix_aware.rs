@@ -55,6 +55,10 @@ impl RoutingPolicy for PrefixAware {
         "prefix_aware"
     }
 
+    fn reads_kv_usage(&self) -> bool {
+        false
+    }
+
     fn needs_cache_view(&self) -> bool {
         true
     }

@@ -14,6 +14,10 @@ impl RoutingPolicy for RandomChoice {
         "random"
     }
 
+    fn reads_kv_usage(&self) -> bool {
+        false
+    }
+
     fn route(&mut self, input: &RouteInput, rng: &mut SimRng) -> Option<Decision> {
         let up = input.up().count();
         if up == 0 {

@@ -14,6 +14,10 @@ impl RoutingPolicy for RoundRobin {
         "round_robin"
     }
 
+    fn reads_kv_usage(&self) -> bool {
+        false
+    }
+
     fn route(&mut self, input: &RouteInput, _rng: &mut SimRng) -> Option<Decision> {
         let workers = input.workers;
         let n = workers.len();

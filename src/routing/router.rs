@@ -137,6 +137,11 @@ impl Router {
         self.route_with(now, request, prompt_hashes, fresh, None)
     }
 
+    /// Whether the policy reads the workers' KV use ([`RoutingPolicy::reads_kv_usage`]).
+    pub fn reads_kv_usage(&self) -> bool {
+        self.policy.reads_kv_usage()
+    }
+
     /// Whether the policy wants [`Router::route_with`]'s `prefix_sources`.
     pub fn wants_prefix_sources(&self) -> bool {
         self.policy.needs_prefix_sources()

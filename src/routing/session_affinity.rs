@@ -127,6 +127,10 @@ impl RoutingPolicy for SessionAffinity {
         "session_affinity"
     }
 
+    fn reads_kv_usage(&self) -> bool {
+        false
+    }
+
     fn route(&mut self, input: &RouteInput, _rng: &mut SimRng) -> Option<Decision> {
         let now = input.now;
         self.purge_expired(now);

@@ -82,6 +82,10 @@ impl RoutingPolicy for SglangCacheAware {
         "sglang_cache_aware"
     }
 
+    fn reads_kv_usage(&self) -> bool {
+        false
+    }
+
     fn needs_cache_view(&self) -> bool {
         true
     }

@@ -150,6 +150,8 @@ pub struct Worker {
     /// Whether the step in flight is steady (`steady.rs`), and its batch's context tokens `Σ c_i`.
     steady: bool,
     steady_context: u64,
+    /// Scratch for [`Worker::advance_steady`] (kept to save an allocation per run).
+    phases: Vec<(u32, u32)>,
     /// Incarnation: bumped by every crash, hang and restart, so that a step begun before is ignored.
     pub epoch: u64,
     /// Step-time multiplier (a `slowdown` fault); 1 when healthy.
@@ -192,6 +194,7 @@ impl Worker {
             in_step: false,
             steady: false,
             steady_context: 0,
+            phases: Vec::new(),
             epoch: 0,
             slowdown: 1.0,
             private_blocks: true,

@@ -3,14 +3,24 @@
 //! A step is *steady* when its batch is every running sequence decoding one token (each has sampled at
 //! least one token already), nothing was admitted or preempted to form it, and the memory-pressure
 //! reserve is fully taken. While no event touches the worker, the steps after a steady one are the same
-//! batch again, one token further on, until a sequence completes or fills its last allocated KV block.
-//! Those intermediate steps are *pure*: their ends and the starts that follow change nothing but each
-//! sequence's `computed`/`generated` counts and the worker's `steps`/`busy` counters: no KV block is
-//! allocated, registered or freed, no sequence is admitted, preempted, completed or sampled for the
-//! first time, and no recompute is charged. So nothing outside the worker (the router's snapshot, the
-//! pool's cached content, the metrics) can tell them from one another, and the engine may apply them in
-//! bulk ([`Worker::advance_steady`]) with exactly the durations stepping one by one would give
+//! batch again, one token further on, until a sequence completes. Those intermediate steps are *pure*:
+//! their ends and the starts that follow complete no sequence, admit, preempt or sample nothing for the
+//! first time, and charge no recompute. So the engine may apply them in bulk
+//! ([`Worker::advance_steady`]) with exactly the durations stepping one by one would give
 //! ([`Worker::steady_step_time`]).
+//!
+//! Two kinds of run, by what the steps may do to the KV pool ([`Worker::steady_steps_after`]):
+//! - **within blocks**: no step end fills a block and no step start allocates one, so the pool does not
+//!   change at all; nothing outside the worker can tell the steps apart.
+//! - **across blocks** (only with an empty waiting queue): a step end may fill a sequence's last block
+//!   (registering its content, as [`Worker::finish_step`] does) and the next start allocate the one
+//!   after (as [`Worker::start_step`] does, evicting the least recently freed block), but never more
+//!   blocks than are free, so no step preempts. Bulk application replays those registrations and
+//!   allocations in step order, and within a step in batch order, so the pool ends in exactly the state
+//!   stepping one by one leaves; what changes in between is the pool's content and use, which only the
+//!   KV-utilisation record, the worker itself and the engine's look at other workers' caches see. The
+//!   engine allows such runs only when nothing else reads the pool between events
+//!   (`engine/steady_run.rs`).
 
 use crate::hardware::StepShape;
 use crate::time::SimDuration;
@@ -24,26 +34,61 @@ impl Worker {
     }
 
     /// How many steps after the steady step in flight are pure: the ends of the step in flight and of
-    /// the next `k - 1` steps complete no sequence and fill no KV block, and the starts of the next `k`
-    /// steps allocate none. 0 if the step in flight is not steady.
+    /// the next `k - 1` steps complete no sequence; 0 if the step in flight is not steady.
     ///
     /// A sequence with `c` tokens computed, `g` sampled of `o`, holding `L` blocks of `bs` tokens, allows
-    /// `min(o - g - 1, L·bs - c - 1)` further steps: its last token ends the run, and the step that fills
-    /// its last block (registering it) is followed by a start that allocates the next one.
-    pub fn steady_steps_after(&self) -> u32 {
+    /// `o - g - 1` further steps (its last token ends the run). Within blocks (`across_blocks` false, or
+    /// a sequence waiting) it allows at most `L·bs - c - 1`: the step that fills its last block
+    /// registers it, and the start after it allocates. Across blocks, the `m`-th step after the one in
+    /// flight needs `⌈(c + m + 1) / bs⌉` blocks, and the steps' allocations together must fit in the
+    /// free blocks.
+    pub fn steady_steps_after(&self, across_blocks: bool) -> u32 {
         if !self.step_is_steady() {
             return 0;
         }
+        let by_output = self
+            .running
+            .iter()
+            .map(|s| s.request.output_tokens - s.generated - 1)
+            .min()
+            .unwrap_or(0);
+        let bs = self.params.block_size;
+        if !across_blocks || !self.waiting.is_empty() {
+            let by_blocks = self
+                .running
+                .iter()
+                .map(|s| s.blocks.len() as u32 * bs - s.computed - 1)
+                .min()
+                .unwrap_or(0);
+            return by_output.min(by_blocks);
+        }
+        let free = u64::from(self.pool.free());
+        if self.allocations_within(by_output) <= free {
+            return by_output;
+        }
+        // The largest `k` whose allocations fit: `allocations_within` grows with `k`, and is 0 at 0.
+        let (mut fits, mut fails) = (0, by_output);
+        while fails - fits > 1 {
+            let mid = fits + (fails - fits) / 2;
+            if self.allocations_within(mid) <= free {
+                fits = mid;
+            } else {
+                fails = mid;
+            }
+        }
+        fits
+    }
+
+    /// Blocks the starts of the next `k` steps after the steady step in flight allocate.
+    fn allocations_within(&self, k: u32) -> u64 {
         let bs = self.params.block_size;
         self.running
             .iter()
             .map(|s| {
-                let by_output = s.request.output_tokens - s.generated - 1;
-                let by_blocks = s.blocks.len() as u32 * bs - s.computed - 1;
-                by_output.min(by_blocks)
+                let need = (s.computed + k + 1).div_ceil(bs);
+                u64::from(need.saturating_sub(s.blocks.len() as u32))
             })
-            .min()
-            .unwrap_or(0)
+            .sum()
     }
 
     /// The duration of the `m`-th step after the steady step in flight (`m >= 1`): the same batch with
@@ -71,19 +116,20 @@ impl Worker {
     /// Applies `durations.len()` pure steps at once: the end of the step in flight and the start of the
     /// next, that many times. `durations` are the started steps' durations
     /// ([`Worker::steady_step_time`] for `m = 1, 2, …`), and at most [`Worker::steady_steps_after`]
-    /// of them.
-    pub fn advance_steady(&mut self, durations: &[SimDuration]) {
+    /// of them. For each of those starts that allocated blocks, appends `(m, used)` to `allocated`:
+    /// the step, and the blocks in use once it started.
+    pub fn advance_steady(&mut self, durations: &[SimDuration], allocated: &mut Vec<(u32, u32)>) {
         debug_assert!(self.step_is_steady());
         let k = durations.len() as u32;
         if k == 0 {
             return;
         }
-        debug_assert!(k <= self.steady_steps_after());
         // Each step's energy in step order, as step-by-step stepping adds it (same bytes either way).
         for (m, &d) in (1..).zip(durations) {
             self.busy += d;
             self.busy_energy_j += self.step_energy_j(&self.steady_shape(m), d);
         }
+        self.cross_blocks(k, allocated);
         for seq in &mut self.running {
             seq.computed += k;
             seq.generated += k;
@@ -91,5 +137,81 @@ impl Worker {
         self.steady_context += u64::from(k) * self.running.len() as u64;
         self.steps += u64::from(k);
         self.batch_seconds = durations[durations.len() - 1].as_secs_f64();
+    }
+
+    /// The KV side of `k` pure steps: each block a step end fills is registered and each block a step
+    /// start needs is allocated, in step order, within a step registrations (the end of step `m - 1`)
+    /// before allocations (the start of step `m`), each in batch order, as [`Worker::finish_step`] and
+    /// [`Worker::start_step`] do them. A sequence with `c` tokens computed does both only at the steps
+    /// `m` with `c + m` a multiple of the block size, so the sequences are grouped by that phase and
+    /// only the steps where some group has work are visited.
+    fn cross_blocks(&mut self, k: u32, allocated: &mut Vec<(u32, u32)>) {
+        let bs = self.params.block_size;
+        // (first step with work, index in the batch), in that order.
+        let mut phases = std::mem::take(&mut self.phases);
+        phases.clear();
+        phases.extend(
+            self.running
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (bs - s.computed % bs, i as u32))
+                .filter(|&(first, _)| first <= k),
+        );
+        if phases.is_empty() {
+            self.phases = phases;
+            return;
+        }
+        phases.sort_unstable();
+        let caching = self.params.enable_prefix_caching;
+        let mut cycle = 0;
+        loop {
+            let mut any = false;
+            let mut g = 0;
+            while g < phases.len() {
+                let m = phases[g].0 + cycle * bs;
+                let group_end = g + phases[g..]
+                    .iter()
+                    .take_while(|p| p.0 == phases[g].0)
+                    .count();
+                if m > k {
+                    break;
+                }
+                any = true;
+                for &(_, i) in &phases[g..group_end] {
+                    let seq = &self.running[i as usize];
+                    let full = ((seq.computed + m) / bs) as usize;
+                    if caching && full <= seq.hashes.len() {
+                        let (b, h) = (seq.blocks[full - 1], seq.hashes[full - 1]);
+                        if seq.is_private(full - 1) {
+                            self.pool.register_private(b, h);
+                        } else {
+                            self.pool.register(b, h);
+                        }
+                    }
+                }
+                let mut took = false;
+                for &(_, i) in &phases[g..group_end] {
+                    let seq = &mut self.running[i as usize];
+                    let need = self.pool.blocks_for(seq.computed + m + 1);
+                    if (seq.blocks.len() as u32) < need {
+                        let b = self
+                            .pool
+                            .allocate()
+                            .expect("a run across blocks allocates no more than is free");
+                        seq.blocks.push(b);
+                        took = true;
+                    }
+                }
+                if took {
+                    allocated.push((m, self.pool.used()));
+                }
+                g = group_end;
+            }
+            if !any {
+                break;
+            }
+            cycle += 1;
+        }
+        self.phases = phases;
     }
 }

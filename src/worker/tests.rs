@@ -489,3 +489,101 @@ fn a_request_taken_off_a_stalled_worker_publishes_its_own_blocks() {
     );
     h.w.check_invariants().unwrap();
 }
+
+/// A worker with a 12-token prompt cached and freed (3 evictable blocks), then requests 2 and 3 (5 and
+/// 6 prompt tokens, `output` tokens each; request 3 never quoted, so its answer's blocks are private)
+/// prefilled, and their first decode step in flight: a steady step.
+fn decoding_pair(blocks: u32, output: u32) -> Harness {
+    let mut h = Harness::new(worker(blocks, 64));
+    h.enqueue(request(1, &[(1, 12)], 1), 0);
+    assert_eq!(h.step().1.len(), 1, "request 1 completes at its prefill");
+    assert_eq!((h.w.pool.used(), h.w.pool.cached_blocks()), (0, 3));
+    h.enqueue(request(2, &[(2, 5)], output), 0);
+    h.enqueue(request(3, &[(3, 6)], output).never_quoted(), 0);
+    h.step();
+    h.start();
+    assert!(h.w.step_is_steady());
+    h
+}
+
+/// What a run of [`decoding_pair`] must leave exactly as stepping one by one does: each running
+/// sequence's blocks and counts, the worker's counters, and the pool (its use, content, evictions and
+/// free-queue order, read by taking every free block).
+fn worker_state(h: &mut Harness, output: u32) -> String {
+    let seqs: Vec<_> = (h.w.running.iter())
+        .map(|s| (s.request.id, s.computed, s.generated, s.blocks.clone()))
+        .collect();
+    let pool = &h.w.pool;
+    // Request 3's own blocks are private: nothing may look them up.
+    let content: Vec<_> = [request(1, &[(1, 12)], 1), request(2, &[(2, 5)], output)]
+        .iter()
+        .flat_map(|r| r.block_hashes(BS))
+        .map(|hash| pool.lookup(hash))
+        .collect();
+    let counters = (
+        pool.used(),
+        pool.cached_blocks(),
+        pool.indexed_blocks(),
+        pool.evictions(),
+        pool.peak_used(),
+        h.w.steps,
+        h.w.busy,
+    );
+    h.w.check_invariants().unwrap();
+    let queue: Vec<_> = std::iter::from_fn(|| h.w.pool.allocate()).collect();
+    format!("{seqs:?} {content:?} {counters:?} {queue:?}")
+}
+
+#[test]
+fn a_run_across_blocks_leaves_the_worker_as_stepping_one_by_one_does() {
+    // 40 blocks: the run is bounded by the output (30 tokens: 28 pure steps after the first decode
+    // step, the last step ending it). 12 blocks: by the 8 free blocks, three of them evictable
+    // content. With 5 and 6 tokens computed and 2 blocks each, the `m`-th step needs
+    // ⌈(6 + m) / 4⌉ - 2 and ⌈(7 + m) / 4⌉ - 2 more: 4 + 4 at m = 17, 4 + 5 at m = 18.
+    for (blocks, output, bound) in [(40, 30, 28), (12, 30, 17)] {
+        let mut bulk = decoding_pair(blocks, output);
+        let mut one = decoding_pair(blocks, output);
+        let k = bulk.w.steady_steps_after(true);
+        assert_eq!(k, bound, "{blocks} blocks");
+        assert!(
+            bulk.w.steady_steps_after(false) < BS,
+            "within blocks a run ends at the next block boundary"
+        );
+        let durations: Vec<_> = (1..=k).map(|m| bulk.w.steady_step_time(m)).collect();
+        let mut allocated = Vec::new();
+        bulk.w.advance_steady(&durations, &mut allocated);
+        let mut expected = Vec::new();
+        for (m, &d) in (1..).zip(&durations) {
+            assert!(one.finish().is_empty(), "no pure step completes a sequence");
+            let used = one.w.pool.used();
+            let before = one.now;
+            one.start();
+            assert_eq!(one.now - before, d, "step {m}'s duration");
+            if one.w.pool.used() != used {
+                expected.push((m, one.w.pool.used()));
+            }
+        }
+        assert!(
+            expected.len() >= 4,
+            "{blocks} blocks: the run allocated at only {} steps",
+            expected.len()
+        );
+        assert_eq!(allocated, expected, "{blocks} blocks: allocations by step");
+        assert_eq!(
+            worker_state(&mut bulk, output),
+            worker_state(&mut one, output),
+            "{blocks} blocks"
+        );
+    }
+}
+
+#[test]
+fn a_waiting_sequence_keeps_a_run_within_blocks() {
+    // A sequence waits at a steady step when it cannot be admitted (too few free blocks, or
+    // `max_num_seqs` running); its admission reads the free blocks at every step start, so no step of
+    // the run may allocate.
+    let mut h = decoding_pair(40, 30);
+    h.enqueue(request(4, &[(4, 6)], 5), 0);
+    assert_eq!(h.w.steady_steps_after(true), h.w.steady_steps_after(false));
+    assert!(h.w.steady_steps_after(false) < BS);
+}

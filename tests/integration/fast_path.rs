@@ -3,7 +3,7 @@
 
 use crate::common::{SINGLE_WORKER, scenario, scenario_path};
 use crate::random_fleet::{FAULTS, FLEET, POLICIES, bundled_scenarios, random_fleet, two_ways};
-use fleetsim::engine::RunOutput;
+use fleetsim::engine::{RunOutput, Simulation};
 use fleetsim::scenario::Scenario;
 use proptest::prelude::*;
 
@@ -58,6 +58,41 @@ fn a_lone_decode_is_mostly_applied_in_bulk() {
         "an arrival and 2,000 step ends"
     );
     assert!(out.bulk_steps >= 1_749, "{} bulk steps", out.bulk_steps);
+}
+
+/// Runs cross KV block boundaries when nothing but the worker reads its pool between events: a lone
+/// 2,000-token decode under round robin is one run after its first decode step, while a policy that
+/// reads the workers' KV use (`least_kv`) keeps every run within a block, as does `--check-invariants`.
+#[test]
+fn runs_cross_block_boundaries_unless_something_reads_the_pool() {
+    let lone = |extra: &[&str]| {
+        let mut o = vec![
+            "workload.kind=\"poisson\"",
+            "workload.rate=0.01",
+            "max_requests=1",
+            "workload.output={dist=\"fixed\",tokens=2000}",
+            "workers[0].enable_prefix_caching=true",
+        ];
+        o.extend_from_slice(extra);
+        scenario(SINGLE_WORKER, &o)
+    };
+    // The prefill step samples the first token and the first decode step (real) the second; the
+    // 1,998 steps after it are pure, the last of them ending the run.
+    let across = both_ways(&lone(&["router.policy=\"round_robin\""]), "round robin");
+    assert_eq!(across.bulk_steps, 1_998);
+    let within = both_ways(&lone(&["router.policy=\"least_kv\""]), "least_kv");
+    assert!(
+        (1_749..1_998).contains(&within.bulk_steps),
+        "least_kv: {} bulk steps",
+        within.bulk_steps
+    );
+    let mut checked = Simulation::from_scenario(&lone(&["router.policy=\"round_robin\""])).unwrap();
+    checked.check_invariants_every_step(true);
+    assert_eq!(
+        checked.run(&mut |_| {}).bulk_steps,
+        0,
+        "checking every step applies none in bulk"
+    );
 }
 
 /// `predicted_latency` reads the KV tiers' contents when it routes: the fast path matches stepping one
