@@ -759,7 +759,7 @@ impl Simulation {
         }
         let params = self.workers[w].params;
         seq.enqueued = self.now;
-        let t = self.prof.start();
+        let mut t = self.prof.start();
         if params.enable_prefix_caching {
             seq.hashes = if params.block_size == block_size {
                 hashes
@@ -780,7 +780,12 @@ impl Simulation {
                 .first_private_block(params.block_size)
                 .filter(|_| first_routing);
             if looks_elsewhere(prompt_hashes, local, nowhere_from) {
+                // Other workers' pure steps, applied now: worker steps, not bookkeeping.
+                self.prof.stop(Phase::KvBookkeeping, t);
+                let c = self.prof.start();
                 self.catch_up_others(w);
+                self.prof.stop(Phase::WorkerSteps, c);
+                t = self.prof.start();
             }
             seq.elsewhere_blocks =
                 self.best_prefix_beyond(w, prompt_hashes, local, nowhere_from) as u32;
