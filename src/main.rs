@@ -2,6 +2,9 @@
 
 use clap::Parser;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let cli = fleetsim::cli::Cli::parse();
     if let Err(e) = fleetsim::cli::main_with(cli) {
