@@ -126,6 +126,10 @@ impl RoutingPolicy for DynamoKv {
         "dynamo_kv"
     }
 
+    fn reads_kv_usage(&self) -> bool {
+        false // its decode load is the router's own ledger of active blocks
+    }
+
     fn needs_cache_view(&self) -> bool {
         true
     }

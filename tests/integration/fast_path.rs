@@ -95,6 +95,32 @@ fn runs_cross_block_boundaries_unless_something_reads_the_pool() {
     );
 }
 
+/// Every policy that says it reads no KV use (`RoutingPolicy::reads_kv_usage`) lets runs cross block
+/// boundaries: a wrong claim would let it route on stale KV use, so each is run both ways on the
+/// hot-prefix scenario (shared prefixes under KV pressure).
+#[test]
+fn policies_blind_to_kv_use_give_the_same_summary_both_ways() {
+    let path = scenario_path("hot-prefix.toml");
+    for policy in [
+        "round_robin",
+        "random",
+        "least_outstanding",
+        "power_of_two",
+        "consistent_hash",
+        "session_affinity",
+        "prefix_aware",
+        "sglang_cache_aware",
+        "dynamo_kv",
+    ] {
+        let o = vec![
+            "max_requests=600".to_string(),
+            format!("router.policy=\"{policy}\""),
+        ];
+        let s = Scenario::load(&path, &o).unwrap();
+        assert!(both_ways(&s, policy).bulk_steps > 0, "{policy}");
+    }
+}
+
 /// `predicted_latency` reads the KV tiers' contents when it routes: the fast path matches stepping one
 /// by one on the bundled offload scenario (host and NVMe tiers under two H100s).
 #[test]
