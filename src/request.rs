@@ -149,6 +149,36 @@ impl Request {
         )
     }
 
+    /// [`Request::block_hashes`], given those of an earlier stream this request's prompt begins with:
+    /// `known` holds the hashes of the full blocks of a token stream described by `earlier`, and
+    /// every segment of `earlier` begins this prompt, in order (a conversation's next turn quotes the
+    /// last turn's prompt and answer). Those blocks hash the same here, so only the blocks after them
+    /// are computed, appended to `known`. Returns `None`, hashing nothing, if the prompt does not
+    /// begin with `earlier` or `known` does not hold one hash per full block of it.
+    pub fn block_hashes_after(
+        &self,
+        block_size: u32,
+        earlier: &[Segment],
+        mut known: Vec<u64>,
+    ) -> Option<Vec<u64>> {
+        let earlier_tokens: u64 = earlier.iter().map(|s| u64::from(s.tokens)).sum();
+        if known.len() as u64 != earlier_tokens / u64::from(block_size)
+            || !self.segments.starts_with(earlier)
+        {
+            return None;
+        }
+        let skip = known.len() as u32 * block_size;
+        let segments =
+            (self.segments.iter().copied()).chain(std::iter::once(self.output_segment()));
+        extend_chain(&mut known, segments, block_size, skip);
+        debug_assert_eq!(
+            known,
+            self.block_hashes(block_size),
+            "continued hashes differ"
+        );
+        Some(known)
+    }
+
     /// Hashes of the full blocks of the prompt alone.
     pub fn prompt_block_hashes(&self, block_size: u32) -> Vec<u64> {
         block_hashes(self.segments.iter().copied(), block_size)
@@ -171,12 +201,31 @@ pub fn block_hashes_and_partial(
     segments: impl IntoIterator<Item = Segment>,
     block_size: u32,
 ) -> (Vec<u64>, Option<u64>) {
-    assert!(block_size > 0, "block size must be positive");
     let mut hashes = Vec::new();
-    let mut chain: u64 = 0x1234_5678_9abc_def0;
+    let partial = extend_chain(&mut hashes, segments, block_size, 0);
+    (hashes, partial)
+}
+
+/// The chain's value before the first block.
+const CHAIN_START: u64 = 0x1234_5678_9abc_def0;
+
+/// Appends to `hashes`, which holds the chained hashes of the stream's first `skip / block_size`
+/// blocks (`skip` a multiple of `block_size`), the hashes of its further full blocks; returns the
+/// chain value after a trailing partial block, if the stream ends inside one.
+fn extend_chain(
+    hashes: &mut Vec<u64>,
+    segments: impl IntoIterator<Item = Segment>,
+    block_size: u32,
+    mut skip: u32,
+) -> Option<u64> {
+    assert!(block_size > 0, "block size must be positive");
+    debug_assert_eq!(hashes.len() as u32 * block_size, skip);
+    let mut chain = hashes.last().copied().unwrap_or(CHAIN_START);
     let mut fill: u32 = 0; // tokens already in the current block
     for seg in segments {
-        let mut offset: u32 = 0;
+        // The skipped tokens are whole blocks, so the first piece after them starts a block.
+        let mut offset = skip.min(seg.tokens);
+        skip -= offset;
         while offset < seg.tokens {
             let take = (seg.tokens - offset).min(block_size - fill);
             // One piece: `take` tokens of `seg.content` starting at `offset`.
@@ -190,7 +239,7 @@ pub fn block_hashes_and_partial(
             }
         }
     }
-    (hashes, (fill > 0).then_some(chain))
+    (fill > 0).then_some(chain)
 }
 
 #[cfg(test)]
@@ -221,6 +270,33 @@ mod tests {
         assert_eq!(a, b);
         let shifted = block_hashes([seg(9, 1), seg(7, 31)], 16);
         assert_ne!(a[0], shifted[0]);
+    }
+
+    #[test]
+    fn a_next_turn_continues_the_last_turns_hashes() {
+        let last = Request::new(7, None, SimTime::ZERO, 250, vec![seg(1, 1000), seg(2, 37)]);
+        let mut earlier = last.segments.clone();
+        earlier.push(last.output_segment());
+        let mut quoted = earlier.clone();
+        quoted.push(seg(3, 55));
+        let next = Request::new(8, None, SimTime::ZERO, 90, quoted);
+        // 1,287 tokens quoted: at 16 tokens a block the last known block ends inside the answer, at
+        // 512 inside the system prompt's second block, at 7 mid-segment too.
+        for bs in [1, 7, 16, 512, 4096] {
+            let known = last.block_hashes(bs);
+            assert_eq!(
+                next.block_hashes_after(bs, &earlier, known.clone()),
+                Some(next.block_hashes(bs)),
+                "block size {bs}"
+            );
+            let mut short = known.clone();
+            short.pop();
+            if !known.is_empty() {
+                assert_eq!(next.block_hashes_after(bs, &earlier, short), None);
+            }
+            let other = Request::new(9, None, SimTime::ZERO, 90, vec![seg(1, 1000), seg(4, 400)]);
+            assert_eq!(other.block_hashes_after(bs, &earlier, known), None);
+        }
     }
 
     #[test]

@@ -181,11 +181,9 @@ pub struct Simulation {
     starts: Vec<(usize, SimTime)>,
     /// Content hashes that were cached on workers that failed and have not been recomputed since.
     lost: FxHashSet<u64>,
-    /// A conversation's last completed turn, by session: its worker, that worker's epoch and the
-    /// blocks it held. The next turn, routed there, takes them as its hint
-    /// ([`Sequence::cached_hint`]): its prompt begins with that turn's prompt and answer. Taken when the
-    /// next turn is routed; a last turn leaves none.
-    turn_blocks: rustc_hash::FxHashMap<u64, (usize, u64, Vec<crate::worker::kv_cache::BlockId>)>,
+    /// A conversation's last completed turn, by session ([`TurnLeft`]). Taken when the next turn is
+    /// routed; a last turn leaves none.
+    turn_blocks: rustc_hash::FxHashMap<u64, TurnLeft>,
     /// Pending foreground events.
     foreground: u64,
     /// Whether the gateway records where each conversation lives (worker-held session state, or a
@@ -632,9 +630,18 @@ impl Simulation {
             );
             return;
         }
-        // Content identity at the engines' block size (uniform when the router compares caches).
+        // Content identity at the engines' block size (uniform when the router compares caches). A
+        // conversation's next turn continues its last turn's hashes.
         let block_size = self.workers[0].params.block_size;
-        let hashes = seq.request.block_hashes(block_size);
+        let hashes = (seq.request.session)
+            .and_then(|s| self.turn_blocks.get_mut(&s.id))
+            .filter(|left| left.block_size == block_size)
+            .and_then(|left| {
+                let known = std::mem::take(&mut left.hashes);
+                seq.request
+                    .block_hashes_after(block_size, &left.segments, known)
+            })
+            .unwrap_or_else(|| seq.request.block_hashes(block_size));
         let prompt_blocks = ((seq.request.prompt_tokens / block_size) as usize).min(hashes.len());
         self.prof.stop(Phase::KvBookkeeping, t);
         let t = self.prof.start();
@@ -686,11 +693,11 @@ impl Simulation {
         let mut local_prefix = None;
         seq.cached_hint.clear();
         if let Some(s) = seq.request.session
-            && let Some((at, epoch, blocks)) = self.turn_blocks.remove(&s.id)
-            && at == w
-            && epoch == self.workers[w].epoch
+            && let Some(left) = self.turn_blocks.remove(&s.id)
+            && left.worker == w
+            && left.epoch == self.workers[w].epoch
         {
-            seq.cached_hint = blocks;
+            seq.cached_hint = left.blocks;
         }
         if forced.is_none() {
             let local = self.workers[w]
@@ -910,28 +917,43 @@ impl Simulation {
         }
         self.prof.stop(Phase::Routing, t);
         for mut seq in outcome.completed {
-            let t = self.prof.start();
-            if let Some(s) = seq.request.session
-                && !seq.request.never_quoted
-            {
-                let blocks = std::mem::take(&mut seq.blocks);
-                self.turn_blocks
-                    .insert(s.id, (w, self.workers[w].epoch, blocks));
-            }
-            self.router.on_finished(self.now, &seq.request, w);
-            self.gateway.on_success(w);
-            self.prof.stop(Phase::Routing, t);
             if self.gateway.spec.session_state == SessionState::SharedTier {
                 let t = self.prof.start();
                 self.write_turn(w, &seq);
                 self.prof.stop(Phase::KvBookkeeping, t);
             }
+            let t = self.prof.start();
+            if let Some(s) = seq.request.session
+                && !seq.request.never_quoted
+            {
+                self.leave_turn(s.id, w, &mut seq);
+            }
+            self.router.on_finished(self.now, &seq.request, w);
+            self.gateway.on_success(w);
+            self.prof.stop(Phase::Routing, t);
             self.finish_seq(seq, Some(w), Outcome::Completed, None);
         }
         for seq in outcome.handed_off {
             self.begin_handoff(w, seq);
         }
         self.start_step(w);
+    }
+
+    /// Keeps what session `session`'s turn `seq`, completed on `w`, leaves for the next turn (its
+    /// blocks and hashes are taken from `seq`).
+    fn leave_turn(&mut self, session: u64, w: usize, seq: &mut Sequence) {
+        let mut segments = Vec::with_capacity(seq.request.segments.len() + 1);
+        segments.extend_from_slice(&seq.request.segments);
+        segments.push(seq.request.output_segment());
+        let left = TurnLeft {
+            worker: w,
+            epoch: self.workers[w].epoch,
+            blocks: std::mem::take(&mut seq.blocks),
+            segments,
+            block_size: self.workers[w].params.block_size,
+            hashes: std::mem::take(&mut seq.hashes),
+        };
+        self.turn_blocks.insert(session, left);
     }
 
     fn start_step(&mut self, w: usize) {
@@ -1121,6 +1143,22 @@ pub struct RunProgress {
     pub requests_arrived: u64,
     /// Events processed so far.
     pub events: u64,
+}
+
+/// What a conversation's completed turn leaves for its next turn, whose prompt begins with this
+/// turn's prompt and answer.
+struct TurnLeft {
+    /// The worker it completed on, and that worker's epoch then.
+    worker: usize,
+    epoch: u64,
+    /// The blocks it held there: the next turn's hint if routed there ([`Sequence::cached_hint`]).
+    blocks: Vec<crate::worker::kv_cache::BlockId>,
+    /// Its prompt's segments, then its answer's.
+    segments: Vec<crate::request::Segment>,
+    /// The hashes of that stream's full blocks at `block_size` tokens (empty without prefix caching):
+    /// the next turn's first blocks ([`Request::block_hashes_after`]).
+    block_size: u32,
+    hashes: Vec<u64>,
 }
 
 /// Whether finding the longest prefix of `hashes` cached beyond the `local` leading blocks a worker
