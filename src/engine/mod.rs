@@ -217,8 +217,9 @@ pub struct Simulation {
     /// Whether runs of pure steps may cross block boundaries (`steady_run.rs`); decided when the run
     /// starts.
     across_blocks: bool,
-    /// Per worker, when runs may cross blocks: the end of the step whose end and the start after it
-    /// are the next pure step of its run not applied yet (`SimTime::MAX` when there is none).
+    /// Per worker: the end of the step whose end and the start after it are the next pure step of its
+    /// run not applied yet (`SimTime::MAX` when there is none). Derivable from `runs`, kept dense so
+    /// that [`Simulation::catch_up_others`] scans one array.
     pending: Vec<SimTime>,
     /// Scratch: the starts of pure steps that allocated, and the blocks then in use.
     allocated: Vec<(u32, u32)>,

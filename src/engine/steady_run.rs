@@ -93,9 +93,7 @@ impl Simulation {
             run.durations.push(d);
             run.ends.push(t);
         }
-        if self.across_blocks {
-            self.pending[w] = end;
-        }
+        self.pending[w] = end;
         t
     }
 
@@ -152,14 +150,12 @@ impl Simulation {
         self.allocated = allocated;
         self.events += (upto - from) as u64;
         self.bulk_steps += (upto - from) as u64;
-        if self.across_blocks {
-            let run = &self.runs[w];
-            self.pending[w] = if upto < run.durations.len() {
-                run.ends[upto]
-            } else {
-                SimTime::MAX
-            };
-        }
+        let run = &self.runs[w];
+        self.pending[w] = if upto < run.durations.len() {
+            run.ends[upto]
+        } else {
+            SimTime::MAX
+        };
     }
 
     /// Brings worker `w` to the present before something touches it: applies the pure steps of its run
@@ -183,9 +179,7 @@ impl Simulation {
         let stamp = run.stamp;
         run.ends.clear();
         run.applied = 0;
-        if self.across_blocks {
-            self.pending[w] = SimTime::MAX;
-        }
+        self.pending[w] = SimTime::MAX;
         if in_flight < last {
             self.superseded.insert(stamp);
             self.foreground -= 1;

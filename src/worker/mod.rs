@@ -411,11 +411,7 @@ impl Worker {
                 let full_before = (from / bs) as usize;
                 let full_now = ((to / bs) as usize).min(seq.hashes.len());
                 for b in full_before..full_now {
-                    if seq.is_private(b) {
-                        self.pool.register_private(seq.blocks[b], seq.hashes[b]);
-                    } else {
-                        self.pool.register(seq.blocks[b], seq.hashes[b]);
-                    }
+                    seq.register_block(&mut self.pool, b);
                 }
             }
             if seq.prefill_only {

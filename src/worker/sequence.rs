@@ -151,6 +151,16 @@ impl Sequence {
         b >= self.private_from
     }
 
+    /// Registers the content of its `b`-th block, now full, in `pool`: privately when
+    /// [`Sequence::is_private`] says so.
+    pub fn register_block(&self, pool: &mut BlockPool, b: usize) {
+        if self.is_private(b) {
+            pool.register_private(self.blocks[b], self.hashes[b]);
+        } else {
+            pool.register(self.blocks[b], self.hashes[b]);
+        }
+    }
+
     /// The sequence leaves its worker without completing (preempted, timed out, or lost with a process
     /// whose KV survives) and may come back for its blocks: enters its private ones in `pool`'s index,
     /// and registers none as private from now on.

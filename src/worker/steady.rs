@@ -163,34 +163,24 @@ impl Worker {
         }
         phases.sort_unstable();
         let caching = self.params.enable_prefix_caching;
-        let mut cycle = 0;
-        loop {
+        // The steps with work, in order: each group's first, then every `bs` steps after it.
+        for cycle in 0.. {
             let mut any = false;
-            let mut g = 0;
-            while g < phases.len() {
-                let m = phases[g].0 + cycle * bs;
-                let group_end = g + phases[g..]
-                    .iter()
-                    .take_while(|p| p.0 == phases[g].0)
-                    .count();
+            for group in phases.chunk_by(|a, b| a.0 == b.0) {
+                let m = group[0].0 + cycle * bs;
                 if m > k {
                     break;
                 }
                 any = true;
-                for &(_, i) in &phases[g..group_end] {
+                for &(_, i) in group {
                     let seq = &self.running[i as usize];
                     let full = ((seq.computed + m) / bs) as usize;
                     if caching && full <= seq.hashes.len() {
-                        let (b, h) = (seq.blocks[full - 1], seq.hashes[full - 1]);
-                        if seq.is_private(full - 1) {
-                            self.pool.register_private(b, h);
-                        } else {
-                            self.pool.register(b, h);
-                        }
+                        seq.register_block(&mut self.pool, full - 1);
                     }
                 }
                 let mut took = false;
-                for &(_, i) in &phases[g..group_end] {
+                for &(_, i) in group {
                     let seq = &mut self.running[i as usize];
                     let need = self.pool.blocks_for(seq.computed + m + 1);
                     if (seq.blocks.len() as u32) < need {
@@ -205,12 +195,10 @@ impl Worker {
                 if took {
                     allocated.push((m, self.pool.used()));
                 }
-                g = group_end;
             }
             if !any {
                 break;
             }
-            cycle += 1;
         }
         self.phases = phases;
     }
