@@ -901,6 +901,10 @@ impl Simulation {
             );
             return 0;
         }
+        // One lookup per worker, independent of each other: asked for all at once.
+        for v in self.workers.iter() {
+            v.pool.prefetch_entry(next);
+        }
         holders_of_next()
             .map(|v| v.pool.cached_prefix(hashes))
             .max()

@@ -34,12 +34,19 @@
 
 use std::collections::VecDeque;
 
-use rustc_hash::FxHashMap as HashMap;
+use super::content_index::{ContentIndex, EVICTION_BITS_MASK, MAX_BLOCKS, Slot, prefetch};
 
 /// Index of a block in the pool.
 pub type BlockId = u32;
 
 const NIL: u32 = u32::MAX;
+
+/// How many blocks ahead a walk over a list of blocks asks for their records: far enough to cover a
+/// memory access, near enough to stay in the first-level cache.
+const PREFETCH_AHEAD: usize = 8;
+
+/// How many blocks behind the free queue's head allocation looks ahead ([`BlockPool::look_ahead`]).
+const LOOK_AHEAD: u32 = 6;
 
 /// The ghost of a private block's content (which the index never held).
 const ANONYMOUS: u64 = 0;
@@ -52,33 +59,6 @@ pub enum KvEvent {
     Stored(u64),
     /// The block with this hash was evicted.
     Removed(u64),
-}
-
-/// What the index knows about one chain hash: cached in a block, or evicted by the eviction with some
-/// number. Packed in 8 bytes (an enum would take 16, and the index holds up to two entries per block,
-/// its cached contents and its ghosts): the block id with the top bit set, or the eviction number,
-/// which stays below 2^63.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Slot(u64);
-
-impl Slot {
-    const CACHED: u64 = 1 << 63;
-
-    /// Cached in block `b`.
-    fn cached(b: BlockId) -> Slot {
-        Slot(Self::CACHED | u64::from(b))
-    }
-
-    /// Evicted by the eviction numbered `n`.
-    fn evicted(n: u64) -> Slot {
-        assert!(n < Self::CACHED, "eviction numbers stay below 2^63");
-        Slot(n)
-    }
-
-    /// The block caching the content, if it is cached.
-    fn block(self) -> Option<BlockId> {
-        (self.0 & Self::CACHED != 0).then_some((self.0 & !Self::CACHED) as BlockId)
-    }
 }
 
 /// One block's bookkeeping, kept together so that touching a block (taking it off the free queue,
@@ -124,9 +104,10 @@ pub struct BlockPool {
     head: u32,
     tail: u32,
     free: u32,
-    /// Chain hash → the block that caches it, or the eviction that removed it (one map, so that an
-    /// eviction costs one lookup).
-    index: HashMap<u64, Slot>,
+    /// Chain hash → the block that caches it, or the eviction that removed it (one table, so that an
+    /// eviction costs one lookup). It keeps 32 bits of each hash and confirms a match against the
+    /// block's record or the ring of recent evictions ([`BlockPool::confirms`]).
+    index: ContentIndex,
     /// Blocks with content (cached entries in `index`).
     cached: usize,
     /// The hashes of the last `total` evictions, oldest first. Every eviction pushes exactly one, so
@@ -140,6 +121,12 @@ pub struct BlockPool {
     #[cfg(debug_assertions)]
     private: std::collections::HashSet<u64>,
     evictions: u64,
+    /// A block some way behind the free queue's head (`ahead_by` blocks, give or take: touches in
+    /// between are not counted), or `NIL`. Allocation walks it forward and asks for the records and
+    /// index entries of the blocks it passes, so that their evictions find them loaded. A hint only:
+    /// nothing computed depends on it.
+    ahead: u32,
+    ahead_by: u32,
     peak_used: u32,
     /// Cache events since the last drain; recorded only when someone listens.
     events: Option<Vec<KvEvent>>,
@@ -151,20 +138,22 @@ impl BlockPool {
     /// A pool of `total` empty blocks of `block_size` tokens.
     pub fn new(total: u32, block_size: u32) -> Self {
         assert!(block_size > 0, "block size must be positive");
-        assert!(total < NIL, "too many blocks");
+        assert!(total < MAX_BLOCKS, "too many blocks");
         let mut pool = BlockPool {
             block_size,
             blocks: vec![Block::EMPTY; total as usize],
             head: NIL,
             tail: NIL,
             free: 0,
-            index: HashMap::default(),
+            index: ContentIndex::default(),
             cached: 0,
             ghosts: VecDeque::new(),
             anonymous_indexed: false,
             #[cfg(debug_assertions)]
             private: Default::default(),
             evictions: 0,
+            ahead: NIL,
+            ahead_by: 0,
             peak_used: 0,
             events: None,
             evicted: None,
@@ -263,7 +252,10 @@ impl BlockPool {
     /// Blocks whose content is in the index (every cached block but the private ones).
     #[cfg(test)]
     pub(crate) fn indexed_blocks(&self) -> usize {
-        self.index.values().filter(|s| s.block().is_some()).count()
+        self.index
+            .iter()
+            .filter(|(_, s)| matches!(s, Slot::Cached(_)))
+            .count()
     }
 
     /// Hashes of every block with content (cached or in use), in block order.
@@ -310,15 +302,23 @@ impl BlockPool {
     /// afterwards: exactly the blocks, and the count, that [`BlockPool::cached_prefix_blocks`] finds.
     /// Does not change recency.
     pub fn cached_prefix_blocks_hinted(&self, hashes: &[u64], blocks: &mut Vec<BlockId>) -> usize {
-        let still = blocks
-            .iter()
-            .zip(hashes)
-            .take_while(|&(&b, &h)| {
-                self.blocks
-                    .get(b as usize)
-                    .is_some_and(|block| block.hashed && block.indexed && block.hash == h)
-            })
-            .count();
+        let n = blocks.len().min(hashes.len());
+        let mut still = 0;
+        while still < n {
+            if let Some(ahead) = blocks.get(still + PREFETCH_AHEAD)
+                && let Some(block) = self.blocks.get(*ahead as usize)
+            {
+                prefetch(block);
+            }
+            let holds = self
+                .blocks
+                .get(blocks[still] as usize)
+                .is_some_and(|b| b.hashed && b.indexed && b.hash == hashes[still]);
+            if !holds {
+                break;
+            }
+            still += 1;
+        }
         blocks.truncate(still);
         let hit = still + self.cached_prefix_blocks(&hashes[still..], blocks);
         #[cfg(debug_assertions)]
@@ -332,23 +332,54 @@ impl BlockPool {
 
     /// The block that caches `hash`, if any.
     pub fn lookup(&self, hash: u64) -> Option<BlockId> {
-        self.probe(hash).and_then(|s| s.block())
+        match self.probe(hash) {
+            Some(Slot::Cached(b)) => Some(b),
+            _ => None,
+        }
     }
 
     /// Whether this pool evicted `hash` recently (within the last `total` evictions) and holds it no more.
     pub fn recently_evicted(&self, hash: u64) -> bool {
-        self.probe(hash).is_some_and(|s| s.block().is_none())
+        matches!(self.probe(hash), Some(Slot::Evicted(_)))
     }
 
     /// The index entry of `hash`. Every lookup goes through here, so that debug builds can check that
     /// no private content is ever asked for.
-    fn probe(&self, hash: u64) -> Option<&Slot> {
+    fn probe(&self, hash: u64) -> Option<Slot> {
         #[cfg(debug_assertions)]
         assert!(
             !self.private.contains(&hash),
             "content {hash:#x} was registered as private, yet it is looked up"
         );
-        self.index.get(&hash)
+        self.entry(hash).map(|pos| self.index.slot(pos))
+    }
+
+    /// Where the index keeps `hash`, if it does.
+    fn entry(&self, hash: u64) -> Option<usize> {
+        self.index.find(hash, |slot| self.confirms(hash, slot))
+    }
+
+    /// Whether an index entry whose tag matches `hash`'s is `hash`'s own: the block it names holds
+    /// `hash`, indexed, or the eviction it names evicted `hash`.
+    fn confirms(&self, hash: u64, slot: Slot) -> bool {
+        match slot {
+            Slot::Cached(b) => {
+                let block = &self.blocks[b as usize];
+                block.hashed && block.indexed && block.hash == hash
+            }
+            Slot::Evicted(low) => self.ghost(low) == Some(hash),
+        }
+    }
+
+    /// The hash evicted by the remembered eviction whose number has these low bits. Every ghost in
+    /// the index is one of the last `ghosts.len() <= total < 2^31` evictions (invariant 4), so the
+    /// low bits name it exactly.
+    fn ghost(&self, low: u32) -> Option<u64> {
+        let last = self.evictions.checked_sub(1)?;
+        let stamp = last - (last.wrapping_sub(u64::from(low)) & EVICTION_BITS_MASK);
+        let first = self.evictions - self.ghosts.len() as u64;
+        let i = stamp.checked_sub(first)?;
+        self.ghosts.get(i as usize).copied()
     }
 
     /// Of the given blocks, how many sit on the free queue (reusing them takes them off it).
@@ -357,6 +388,16 @@ impl BlockPool {
             .iter()
             .filter(|&&b| self.blocks[b as usize].refs == 0)
             .count() as u32
+    }
+
+    /// [`BlockPool::touch`] of each of `blocks`, in order.
+    pub fn touch_all(&mut self, blocks: &[BlockId]) {
+        for (i, &b) in blocks.iter().enumerate() {
+            if let Some(&ahead) = blocks.get(i + PREFETCH_AHEAD) {
+                prefetch(&self.blocks[ahead as usize]);
+            }
+            self.touch(b);
+        }
     }
 
     /// Takes a reference to a cached block, removing it from the free queue if it was there.
@@ -376,12 +417,13 @@ impl BlockPool {
             return None;
         }
         self.unlink(b);
+        self.look_ahead();
         let block = &mut self.blocks[b as usize];
         block.refs = 1;
         if block.hashed {
             block.hashed = false;
             let (h, indexed) = (block.hash, block.indexed);
-            self.evict(h, indexed);
+            self.evict(b, h, indexed);
         }
         self.note_use();
         self.debug_check();
@@ -391,7 +433,10 @@ impl BlockPool {
     /// Drops one reference to each block, last block first, so that a sequence's tail is evicted before
     /// its head (whose prefix is more likely to be shared).
     pub fn release(&mut self, blocks: &[BlockId]) {
-        for &b in blocks.iter().rev() {
+        for (i, &b) in blocks.iter().enumerate().rev() {
+            if let Some(&ahead) = i.checked_sub(PREFETCH_AHEAD).map(|j| &blocks[j]) {
+                prefetch(&self.blocks[ahead as usize]);
+            }
             let r = &mut self.blocks[b as usize].refs;
             assert!(*r > 0, "block {b} released more often than taken");
             *r -= 1;
@@ -400,6 +445,14 @@ impl BlockPool {
             }
         }
         self.debug_check();
+    }
+
+    /// Starts loading the index entry that looking up or registering `hash` will read first (a hint:
+    /// changes nothing). A caller about to do many of those asks for the later ones early, so that
+    /// their memory accesses overlap.
+    #[inline(always)]
+    pub fn prefetch_entry(&self, hash: u64) {
+        self.index.prefetch(hash);
     }
 
     /// Records that used block `b` now holds the full block of content `hash`. If that content is already
@@ -435,7 +488,7 @@ impl BlockPool {
         #[cfg(debug_assertions)]
         {
             assert!(
-                !self.index.contains_key(&h),
+                self.entry(h).is_none(),
                 "content {h:#x} registered as private is known to the index"
             );
             self.private.insert(h);
@@ -481,15 +534,15 @@ impl BlockPool {
     /// Makes the index say that block `b` caches `h`, unless another block already does (then returns
     /// `false` and changes nothing).
     fn enter(&mut self, b: BlockId, h: u64) -> bool {
-        // A new entry starts as a placeholder (never read) and becomes `cached(b)` at once.
-        let slot = self
-            .index
-            .entry(h)
-            .or_insert(Slot::evicted(Slot::CACHED - 1));
-        if slot.block().is_some() {
-            return false;
+        match self.entry(h) {
+            Some(pos) => {
+                if let Slot::Cached(_) = self.index.slot(pos) {
+                    return false;
+                }
+                self.index.set(pos, Slot::Cached(b));
+            }
+            None => self.index.insert(h, Slot::Cached(b)),
         }
-        *slot = Slot::cached(b);
         self.anonymous_indexed |= h == ANONYMOUS;
         true
     }
@@ -529,15 +582,39 @@ impl BlockPool {
                 ));
             }
         }
-        let mut cached = 0;
-        for (&h, slot) in &self.index {
-            if let Some(b) = slot.block() {
-                cached += 1;
-                if self.blocks[b as usize].content() != Some(h) {
-                    return Err(format!(
-                        "index maps {h:#x} to block {b} which holds {:?}",
-                        self.blocks[b as usize].content()
-                    ));
+        self.index.check()?;
+        let (mut cached, mut ghosts) = (0, 0);
+        let mut named = vec![false; self.blocks.len()];
+        for (tag, slot) in self.index.iter() {
+            match slot {
+                Slot::Cached(b) => {
+                    cached += 1;
+                    let block = self.blocks.get(b as usize).ok_or("index names no block")?;
+                    if !block.hashed
+                        || !block.indexed
+                        || ContentIndex::tag_of(block.hash) != tag
+                        || std::mem::replace(&mut named[b as usize], true)
+                    {
+                        return Err(format!(
+                            "index entry {tag:#x} names block {b}, which holds {:?} (indexed: {})",
+                            block.content(),
+                            block.indexed
+                        ));
+                    }
+                    if self.entry(block.hash) != self.index.find_exact(block.hash, slot) {
+                        return Err(format!("block {b}'s content is not found where it is"));
+                    }
+                }
+                Slot::Evicted(low) => {
+                    ghosts += 1;
+                    match self.ghost(low) {
+                        Some(h) if ContentIndex::tag_of(h) == tag => {}
+                        other => {
+                            return Err(format!(
+                                "index entry {tag:#x} names eviction {low}, which evicted {other:?}"
+                            ));
+                        }
+                    }
                 }
             }
         }
@@ -549,7 +626,10 @@ impl BlockPool {
                 self.cached
             ));
         }
-        if self.index.len() - cached > self.ghosts.len() {
+        if self.ahead != NIL && self.blocks[self.ahead as usize].refs > 0 {
+            return Err(format!("look-ahead block {} is in use", self.ahead));
+        }
+        if ghosts > self.ghosts.len() {
             return Err("more evicted entries than remembered evictions".into());
         }
         Ok(())
@@ -570,12 +650,16 @@ impl BlockPool {
 
     /// Forgets cached content `h` (in the index unless private), remembering the eviction for the next
     /// `total` evictions.
-    fn evict(&mut self, h: u64, indexed: bool) {
+    fn evict(&mut self, b: BlockId, h: u64, indexed: bool) {
         let stamp = self.evictions;
         self.evictions += 1;
         self.cached -= 1;
         if indexed {
-            *self.index.get_mut(&h).expect("a hashed block is indexed") = Slot::evicted(stamp);
+            let pos = (self.index)
+                .find_exact(h, Slot::Cached(b))
+                .expect("an indexed block is in the index");
+            self.index
+                .set(pos, Slot::Evicted((stamp & EVICTION_BITS_MASK) as u32));
         }
         if let Some(e) = &mut self.events {
             e.push(KvEvent::Removed(h));
@@ -589,9 +673,14 @@ impl BlockPool {
             let old = self.ghosts.pop_front().expect("non-empty");
             // Drop the ghost unless the content was cached again (or evicted again later) since.
             if (old != ANONYMOUS || self.anonymous_indexed)
-                && self.index.get(&old) == Some(&Slot::evicted(old_stamp))
+                && let Some(pos) = (self.index)
+                    .find_exact(old, Slot::Evicted((old_stamp & EVICTION_BITS_MASK) as u32))
             {
-                self.index.remove(&old);
+                self.index.remove(pos);
+            }
+            // The ghost that expires some evictions from now.
+            if let Some(&later) = self.ghosts.get(PREFETCH_AHEAD) {
+                self.index.prefetch(later);
             }
         }
     }
@@ -610,7 +699,43 @@ impl BlockPool {
         self.free += 1;
     }
 
+    /// After an allocation: moves the look-ahead block up to [`LOOK_AHEAD`] blocks behind the head
+    /// again (at most two steps at a time), asking for what the evictions of the blocks it passes
+    /// will read: the next block's record, and the index entry of the content the block holds.
+    fn look_ahead(&mut self) {
+        if self.ahead == NIL {
+            self.ahead = self.head;
+            self.ahead_by = 0;
+            if let Some(head) = self.blocks.get(self.head as usize) {
+                prefetch(head);
+            }
+        } else {
+            self.ahead_by = self.ahead_by.saturating_sub(1);
+        }
+        for _ in 0..2 {
+            if self.ahead == NIL || self.ahead_by >= LOOK_AHEAD {
+                break;
+            }
+            let next = self.blocks[self.ahead as usize].next;
+            if next == NIL {
+                break;
+            }
+            self.ahead = next;
+            self.ahead_by += 1;
+            let block = &self.blocks[next as usize];
+            if block.hashed && block.indexed {
+                self.index.prefetch(block.hash);
+            }
+            if let Some(after) = self.blocks.get(block.next as usize) {
+                prefetch(after);
+            }
+        }
+    }
+
     fn unlink(&mut self, b: BlockId) {
+        if b == self.ahead {
+            self.ahead = NIL;
+        }
         let block = &mut self.blocks[b as usize];
         let (p, n) = (block.prev, block.next);
         block.prev = NIL;
@@ -845,7 +970,7 @@ mod tests {
         let a = p.allocate().unwrap();
         p.register_private(a, 5);
         assert_eq!(p.cached_blocks(), 1);
-        assert!(p.index.is_empty(), "private content stays out of the index");
+        assert_eq!(p.index.len(), 0, "private content stays out of the index");
         assert_eq!(p.content_hashes().collect::<Vec<_>>(), [5]);
         p.release(&[a]);
         let b = p.allocate().unwrap(); // the empty block
@@ -854,7 +979,7 @@ mod tests {
         p.allocate().unwrap(); // evicts private content 5
         assert_eq!((p.evictions(), p.cached_blocks()), (1, 1));
         assert_eq!(p.ghosts, [ANONYMOUS]);
-        assert!(!p.index.contains_key(&5));
+        assert_eq!(p.entry(5), None);
         // Events and write-down see the private block like any other.
         assert_eq!(
             p.drain_events().collect::<Vec<_>>(),
@@ -903,7 +1028,7 @@ mod tests {
         assert!(p.recently_evicted(ANONYMOUS));
         p.allocate().unwrap(); // eviction 1: private 7; eviction 0 expires
         assert!(!p.recently_evicted(ANONYMOUS));
-        assert!(p.index.is_empty(), "{:?}", p.index);
+        assert_eq!(p.index.len(), 0, "{:?}", p.index);
         p.check_invariants().unwrap();
     }
 
@@ -971,6 +1096,56 @@ mod tests {
                 prop_assert_eq!(private.cached_blocks(), indexed.cached_blocks());
                 prop_assert_eq!(private.evictions(), indexed.evictions());
                 prop_assert_eq!(private.free(), indexed.free());
+            }
+        }
+    }
+
+    proptest! {
+        /// The index keeps 32 bits of each hash and confirms the rest through the block or the ring of
+        /// evictions. Two pools driven alike, one with small hashes and one with hashes that share
+        /// their low 32 bits in pairs (so every tag names two contents), give the same answers to
+        /// every lookup, eviction memory included.
+        #[test]
+        fn hashes_sharing_their_low_bits_are_told_apart(
+            total in 1u32..24,
+            ops in proptest::collection::vec(op(), 1..300),
+        ) {
+            let collide = |h: u64| ((h % 2) << 40) | (h / 2);
+            let (mut plain, mut tagged) = (BlockPool::new(total, 16), BlockPool::new(total, 16));
+            let mut held: Vec<BlockId> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Alloc(h) => {
+                        let b = plain.allocate();
+                        prop_assert_eq!(b, tagged.allocate());
+                        if let Some(b) = b {
+                            plain.register(b, h);
+                            tagged.register(b, collide(h));
+                            held.push(b);
+                        }
+                    }
+                    Op::Release(i) if !held.is_empty() => {
+                        let b = held.swap_remove(i % held.len());
+                        plain.release(&[b]);
+                        tagged.release(&[b]);
+                    }
+                    Op::TouchCached(h) => {
+                        let b = plain.lookup(h);
+                        prop_assert_eq!(b, tagged.lookup(collide(h)));
+                        if let Some(b) = b {
+                            plain.touch(b);
+                            tagged.touch(b);
+                            held.push(b);
+                        }
+                    }
+                    Op::Release(_) => {}
+                }
+                prop_assert!(tagged.check_invariants().is_ok(), "{:?}", tagged.check_invariants());
+                for h in 0..40 {
+                    prop_assert_eq!(plain.lookup(h), tagged.lookup(collide(h)));
+                    prop_assert_eq!(plain.recently_evicted(h), tagged.recently_evicted(collide(h)));
+                }
+                prop_assert_eq!(plain.evictions(), tagged.evictions());
             }
         }
     }

@@ -16,6 +16,7 @@
 //! The worker never schedules events itself: [`Worker::start_step`] returns the step's duration and the
 //! engine calls [`Worker::finish_step`] when that time has passed.
 
+mod content_index;
 mod invariants;
 pub mod kv_cache;
 pub mod role;
@@ -33,6 +34,9 @@ use crate::time::{SimDuration, SimTime};
 use kv_cache::BlockPool;
 use sequence::RecomputeRun;
 pub use sequence::Sequence;
+
+/// How many blocks ahead a run of registrations asks for the index entries it will touch.
+const PREFETCH_REGISTRATIONS: usize = 8;
 
 /// Engine parameters, named as vLLM names them.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -343,10 +347,22 @@ impl Worker {
             return None;
         }
         let mut shape = StepShape::default();
+        let bs = self.params.block_size;
         for &(idx, n) in &self.batch {
             let seq = &mut self.running[idx];
             shape.add(u64::from(n), u64::from(seq.computed));
             seq.first_scheduled.get_or_insert(now);
+            if self.params.enable_prefix_caching {
+                // The index entries that registering this step's full blocks will touch, asked for
+                // now so that they are loaded when the step ends (a hint: changes nothing).
+                let full_before = (seq.computed / bs) as usize;
+                let full_after = (((seq.computed + n) / bs) as usize).min(seq.hashes.len());
+                for b in (full_before..full_after).take(PREFETCH_REGISTRATIONS) {
+                    if !seq.is_private(b) {
+                        self.pool.prefetch_entry(seq.hashes[b]);
+                    }
+                }
+            }
         }
         // Steady (steady.rs): every running sequence decodes, and what kept the queue out (no budget,
         // no sequence slot, or a head that does not fit) cannot change while nothing else happens.
@@ -411,6 +427,9 @@ impl Worker {
                 let full_before = (from / bs) as usize;
                 let full_now = ((to / bs) as usize).min(seq.hashes.len());
                 for b in full_before..full_now {
+                    if let Some(&later) = seq.hashes[..full_now].get(b + PREFETCH_REGISTRATIONS) {
+                        self.pool.prefetch_entry(later);
+                    }
                     seq.register_block(&mut self.pool, b);
                 }
             }
@@ -496,9 +515,7 @@ impl Worker {
             return None;
         }
         let mut seq = self.waiting.pop_front().unwrap();
-        for &b in &blocks {
-            self.pool.touch(b);
-        }
+        self.pool.touch_all(&blocks);
         seq.blocks = blocks;
         for _ in 0..new_blocks {
             let b = self.pool.allocate().expect("free blocks were counted");

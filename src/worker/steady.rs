@@ -163,6 +163,17 @@ impl Worker {
         }
         phases.sort_unstable();
         let caching = self.params.enable_prefix_caching;
+        // Registrations are far apart in memory: each asks for the index entry of its sequence's next
+        // one (a block size of steps later), and the first ones are asked for here.
+        let prefetch_from = |seq: &super::Sequence, pool: &super::BlockPool, b: usize| {
+            if caching && b < seq.hashes.len() && !seq.is_private(b) {
+                pool.prefetch_entry(seq.hashes[b]);
+            }
+        };
+        for &(first, i) in &phases {
+            let seq = &self.running[i as usize];
+            prefetch_from(seq, &self.pool, ((seq.computed + first) / bs) as usize - 1);
+        }
         // The steps with work, in order: each group's first, then every `bs` steps after it.
         for cycle in 0.. {
             let mut any = false;
@@ -175,6 +186,9 @@ impl Worker {
                 for &(_, i) in group {
                     let seq = &self.running[i as usize];
                     let full = ((seq.computed + m) / bs) as usize;
+                    if m + bs <= k {
+                        prefetch_from(seq, &self.pool, full);
+                    }
                     if caching && full <= seq.hashes.len() {
                         seq.register_block(&mut self.pool, full - 1);
                     }
