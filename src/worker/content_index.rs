@@ -145,20 +145,7 @@ impl ContentIndex {
     /// entry holds it: a block caches one content, an eviction evicts one).
     #[inline]
     pub fn find_exact(&self, h: u64, slot: Slot) -> Option<usize> {
-        let raw = slot.encode();
-        let tag = Self::tag(h);
-        let mask = self.mask();
-        let mut i = self.home(tag);
-        loop {
-            let e = self.entries[i];
-            if e.slot == EMPTY {
-                return None;
-            }
-            if e.tag == tag && e.slot == raw {
-                return Some(i);
-            }
-            i = (i + 1) & mask;
-        }
+        self.find(h, |s| s == slot)
     }
 
     /// The slot at a position [`ContentIndex::find`] returned.
