@@ -40,6 +40,11 @@ const EMPTY: u32 = 0;
 const EVICTED: u32 = 1 << 31;
 
 impl Slot {
+    /// The ghost of the eviction numbered `stamp` (its low 31 bits).
+    pub fn evicted(stamp: u64) -> Slot {
+        Slot::Evicted((stamp & EVICTION_BITS_MASK) as u32)
+    }
+
     fn encode(self) -> u32 {
         match self {
             Slot::Cached(b) => {

@@ -310,11 +310,7 @@ impl BlockPool {
             {
                 prefetch(block);
             }
-            let holds = self
-                .blocks
-                .get(blocks[still] as usize)
-                .is_some_and(|b| b.hashed && b.indexed && b.hash == hashes[still]);
-            if !holds {
+            if !self.holds_indexed(blocks[still], hashes[still]) {
                 break;
             }
             still += 1;
@@ -363,12 +359,17 @@ impl BlockPool {
     /// `hash`, indexed, or the eviction it names evicted `hash`.
     fn confirms(&self, hash: u64, slot: Slot) -> bool {
         match slot {
-            Slot::Cached(b) => {
-                let block = &self.blocks[b as usize];
-                block.hashed && block.indexed && block.hash == hash
-            }
+            Slot::Cached(b) => self.holds_indexed(b, hash),
             Slot::Evicted(low) => self.ghost(low) == Some(hash),
         }
+    }
+
+    /// Whether block `b` exists and holds content `hash`, indexed (what the index's `Cached(b)` for
+    /// `hash` means, by invariant 3).
+    fn holds_indexed(&self, b: BlockId, hash: u64) -> bool {
+        self.blocks
+            .get(b as usize)
+            .is_some_and(|block| block.hashed && block.indexed && block.hash == hash)
     }
 
     /// The hash evicted by the remembered eviction whose number has these low bits. Every ghost in
@@ -658,8 +659,7 @@ impl BlockPool {
             let pos = (self.index)
                 .find_exact(h, Slot::Cached(b))
                 .expect("an indexed block is in the index");
-            self.index
-                .set(pos, Slot::Evicted((stamp & EVICTION_BITS_MASK) as u32));
+            self.index.set(pos, Slot::evicted(stamp));
         }
         if let Some(e) = &mut self.events {
             e.push(KvEvent::Removed(h));
@@ -673,8 +673,7 @@ impl BlockPool {
             let old = self.ghosts.pop_front().expect("non-empty");
             // Drop the ghost unless the content was cached again (or evicted again later) since.
             if (old != ANONYMOUS || self.anonymous_indexed)
-                && let Some(pos) = (self.index)
-                    .find_exact(old, Slot::Evicted((old_stamp & EVICTION_BITS_MASK) as u32))
+                && let Some(pos) = (self.index).find_exact(old, Slot::evicted(old_stamp))
             {
                 self.index.remove(pos);
             }
