@@ -381,6 +381,15 @@ impl Scenario {
             if blocks == 0 {
                 return Err((at("kv_blocks"), "no KV blocks fit".into()));
             }
+            if blocks >= crate::worker::kv_cache::MAX_POOL_BLOCKS {
+                return Err((
+                    at("kv_blocks"),
+                    format!(
+                        "{blocks} KV blocks per worker: at most {} are supported",
+                        crate::worker::kv_cache::MAX_POOL_BLOCKS - 1
+                    ),
+                ));
+            }
         }
         self.workload.validate()?;
         self.gateway
@@ -999,6 +1008,15 @@ policy = "least_outstanding"
         Scenario::parse(text, "s.toml", &[])
             .unwrap_err()
             .to_string()
+    }
+
+    #[test]
+    fn a_pool_too_large_to_index_is_refused_with_its_field() {
+        let e = err(&GOOD.replace("count = 2", "count = 2\nkv_blocks = 3000000000"));
+        assert!(
+            e.contains("kv_blocks") && e.contains("at most 2147483646"),
+            "{e}"
+        );
     }
 
     #[test]

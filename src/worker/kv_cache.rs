@@ -39,6 +39,9 @@ use super::content_index::{ContentIndex, EVICTION_BITS_MASK, MAX_BLOCKS, Slot, p
 /// Index of a block in the pool.
 pub type BlockId = u32;
 
+/// A pool holds fewer blocks than this (the index packs block ids in 31 bits).
+pub const MAX_POOL_BLOCKS: u32 = MAX_BLOCKS;
+
 const NIL: u32 = u32::MAX;
 
 /// How many blocks ahead a walk over a list of blocks asks for their records: far enough to cover a
@@ -138,7 +141,7 @@ impl BlockPool {
     /// A pool of `total` empty blocks of `block_size` tokens.
     pub fn new(total: u32, block_size: u32) -> Self {
         assert!(block_size > 0, "block size must be positive");
-        assert!(total < MAX_BLOCKS, "too many blocks");
+        assert!(total < MAX_POOL_BLOCKS, "too many blocks");
         let mut pool = BlockPool {
             block_size,
             blocks: vec![Block::EMPTY; total as usize],
