@@ -12,8 +12,12 @@
 //! Invariants (checked by [`ContentIndex::check`]):
 //! 1. Linear probing: every entry sits at its tag's home bucket or after it, with no empty entry in
 //!    between (deletion shifts later entries back instead of leaving tombstones, so this holds always).
-//! 2. Fewer than two thirds of the entries are used (the table doubles before that), so every probe
+//! 2. Fewer than two thirds of the entries are used (the table grows before that), so every probe
 //!    ends at an empty entry.
+//! 3. The table never holds more entries than [`ContentIndex::final_entries`] for its bound: once it
+//!    holds a quarter of the bound, it grows straight to that size instead of doubling. So the memory
+//!    of a long run is reached during its first fill, and does not creep up later as a pool's count
+//!    of ghosts wanders across a doubling threshold.
 //!
 //! Nothing here knows what a tag collision means: two contents whose hashes share their low 32 bits
 //! share a probe chain, and the pool's confirmation tells them apart.
@@ -82,24 +86,33 @@ pub(super) struct ContentIndex {
     /// `64 - log2(entries.len())`: the home bucket is the top bits of the tag's Fibonacci product.
     shift: u32,
     len: usize,
+    /// The most entries the owner will ever hold at once (the pool: `2 · total`, invariant 4 there).
+    bound: usize,
 }
 
 const MIN_ENTRIES: usize = 16;
 
-impl Default for ContentIndex {
-    fn default() -> Self {
-        ContentIndex::with_entries(MIN_ENTRIES)
-    }
-}
-
 impl ContentIndex {
-    fn with_entries(n: usize) -> Self {
+    /// An empty table for an owner that holds at most `bound` entries at once (inserting more is a
+    /// bug of the owner's, caught by a debug assertion; the table still grows as needed).
+    pub fn with_bound(bound: usize) -> Self {
+        ContentIndex::with_entries(MIN_ENTRIES, bound)
+    }
+
+    fn with_entries(n: usize, bound: usize) -> Self {
         debug_assert!(n.is_power_of_two());
         ContentIndex {
             entries: vec![Entry::default(); n],
             shift: 64 - n.trailing_zeros(),
             len: 0,
+            bound,
         }
+    }
+
+    /// The size a table for `bound` entries ends at: the least power of two (and at least
+    /// [`MIN_ENTRIES`]) at which `bound` entries are fewer than two thirds used.
+    pub fn final_entries(bound: usize) -> usize {
+        (bound * 3 / 2 + 1).next_power_of_two().max(MIN_ENTRIES)
     }
 
     /// Entries in use.
@@ -209,9 +222,17 @@ impl ContentIndex {
         self.len -= 1;
     }
 
+    /// Doubles the table, or, once it holds a quarter of its bound, grows it to its final size.
     fn grow(&mut self) {
+        debug_assert!(self.len < self.bound, "more entries than the bound");
+        let last = ContentIndex::final_entries(self.bound);
+        let size = if 4 * self.len >= self.bound {
+            last.max(self.entries.len() * 2)
+        } else {
+            (self.entries.len() * 2).min(last)
+        };
         let old = std::mem::take(&mut self.entries);
-        *self = ContentIndex::with_entries(old.len() * 2);
+        *self = ContentIndex::with_entries(size, self.bound);
         for e in old.into_iter().filter(|e| e.slot != EMPTY) {
             let i = self.vacancy(e.tag);
             self.entries[i] = e;
@@ -307,7 +328,7 @@ mod tests {
             ],
             1..400,
         )) {
-            let mut table = ContentIndex::default();
+            let mut table = ContentIndex::with_bound(64);
             let mut model: HashMap<u64, Slot> = HashMap::new();
             // The full hash behind each slot value, as the pool's records would know it.
             let mut owner: HashMap<Slot, u64> = HashMap::new();
@@ -364,13 +385,44 @@ mod tests {
     }
 
     #[test]
-    fn the_table_grows_before_two_thirds_full() {
-        let mut t = ContentIndex::default();
+    fn the_table_doubles_before_two_thirds_full_while_far_from_its_bound() {
+        let mut t = ContentIndex::with_bound(1 << 20);
+        let mut sizes = vec![t.entries.len()];
         for h in 0..10_000u64 {
             t.insert(h << 32 | h, Slot::Cached(h as u32));
+            if *sizes.last().unwrap() != t.entries.len() {
+                sizes.push(t.entries.len());
+            }
         }
         assert_eq!(t.len(), 10_000);
-        assert_eq!(t.entries.len(), 16_384);
+        let doubling: Vec<usize> = (4..=14).map(|k| 1 << k).collect();
+        assert_eq!(sizes, doubling);
         t.check().unwrap();
+    }
+
+    #[test]
+    fn a_quarter_of_the_way_to_its_bound_the_table_takes_its_final_size() {
+        // A pool of 26,241 blocks (an H100 with Llama-3.1-8B) holds at most 52,482 entries.
+        let bound = 2 * 26_241;
+        assert_eq!(ContentIndex::final_entries(bound), 131_072);
+        let mut t = ContentIndex::with_bound(bound);
+        let mut sizes = vec![t.entries.len()];
+        for h in 0..bound as u64 {
+            t.insert(h << 32 | h, Slot::Cached(h as u32));
+            if *sizes.last().unwrap() != t.entries.len() {
+                sizes.push(t.entries.len());
+                // It jumps to its final size before it holds half its bound.
+                if t.entries.len() == 131_072 {
+                    assert!(2 * t.len() <= bound, "{} entries", t.len());
+                }
+            }
+        }
+        assert_eq!(sizes.last(), Some(&131_072));
+        assert!(sizes.windows(2).all(|w| w[1] > w[0]));
+        t.check().unwrap();
+        // Small bounds end at their own size, never below the smallest table.
+        assert_eq!(ContentIndex::final_entries(0), MIN_ENTRIES);
+        assert_eq!(ContentIndex::final_entries(10), MIN_ENTRIES);
+        assert_eq!(ContentIndex::final_entries(11), 32);
     }
 }

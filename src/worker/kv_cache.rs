@@ -148,7 +148,7 @@ impl BlockPool {
             head: NIL,
             tail: NIL,
             free: 0,
-            index: ContentIndex::default(),
+            index: ContentIndex::with_bound(2 * total as usize),
             cached: 0,
             ghosts: VecDeque::new(),
             anonymous_indexed: false,
