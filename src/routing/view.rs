@@ -15,6 +15,7 @@ use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::cache_index::CacheIndex;
+use crate::request::common_prefix_len;
 use crate::time::{SimDuration, SimTime};
 use crate::worker::kv_cache::KvEvent;
 
@@ -217,12 +218,7 @@ impl RunLru {
     /// How many leading blocks of `hashes` run `r` holds, from its first (at least one when `hashes`
     /// begins with that block).
     fn shared(&self, r: u32, hashes: &[u64]) -> usize {
-        self.runs[r as usize]
-            .held()
-            .iter()
-            .zip(hashes)
-            .take_while(|(a, b)| a == b)
-            .count()
+        common_prefix_len(self.runs[r as usize].held(), hashes)
     }
 
     /// When the least recently routed blocks were routed, if any.

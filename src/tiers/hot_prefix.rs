@@ -25,6 +25,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Positive, PositiveInt};
+use crate::request::common_prefix_len;
 use crate::time::{SimDuration, SimTime};
 
 /// `[interconnect.replication]`: copy prefixes requested faster than `rate_threshold` to more workers.
@@ -119,12 +120,7 @@ impl HotPrefixes {
             shared: prompt.to_vec(),
         });
         p.count += 1;
-        let common = p
-            .shared
-            .iter()
-            .zip(prompt)
-            .take_while(|(a, b)| a == b)
-            .count();
+        let common = common_prefix_len(&p.shared, prompt);
         p.shared.truncate(common);
         let rate = f64::from(p.count) / self.window.as_secs_f64();
         if p.count < 2 || rate <= self.rate_threshold {
