@@ -7,10 +7,22 @@
 //! the head of the free queue, evicting whatever was cached in it: freed blocks join the tail, so
 //! eviction is least-recently-used.
 //!
+//! **The free queue** is a ring of block ids in the order the blocks were freed, with lazy deletion: a
+//! free block taken back into use (a prefix-cache hit) is not unlinked; its entry (whose position the
+//! block's record keeps) is overwritten with a tombstone, and allocation skips tombstones as it meets
+//! them. The other entries, in ring order, are exactly the list of free blocks by time of freeing that
+//! a doubly linked list would hold, so eviction order is the same; but the head is read from memory in
+//! sequence instead of chasing links through the block records, so allocation can ask for the records
+//! and index entries of the blocks it will evict many allocations ahead, and a cache hit writes no
+//! neighbour's record. When tombstones would make the ring longer than `2 · total`, it is compacted
+//! in place (at least `total` tombstones go, so this costs O(1) per queued block, amortised).
+//!
 //! Invariants (checked by [`BlockPool::check_invariants`], asserted in debug builds after each operation,
 //! and property-tested):
-//! 1. `used + free == total`, where `used = #{refs > 0}` and `free` is the free queue's length.
-//! 2. A block is on the free queue iff its `refs == 0`.
+//! 1. `used + free == total`, where `used = #{refs > 0}` and `free` is the number of entries in the
+//!    free queue other than tombstones; it holds at most `2 · total` entries.
+//! 2. A block has an entry in the free queue iff its `refs == 0`, and then exactly one, at the position
+//!    its record names.
 //! 3. `index[h] == Cached(b)` iff block `b` holds content `h`.
 //! 4. `index[h] == Evicted(_)` only for hashes evicted within the last `total` evictions and not cached
 //!    since (a bounded "ghost" memory, used to attribute recompute to eviction). So the index holds at
@@ -42,14 +54,17 @@ pub type BlockId = u32;
 /// A pool holds fewer blocks than this (the index packs block ids in 31 bits).
 pub const MAX_POOL_BLOCKS: u32 = MAX_BLOCKS;
 
-const NIL: u32 = u32::MAX;
-
 /// How many blocks ahead a walk over a list of blocks asks for their records: far enough to cover a
 /// memory access, near enough to stay in the first-level cache.
 const PREFETCH_AHEAD: usize = 8;
 
-/// How many blocks behind the free queue's head allocation looks ahead ([`BlockPool::look_ahead`]).
-const LOOK_AHEAD: u32 = 6;
+/// How far behind the free queue's head allocation asks for a block's record ([`BlockPool::allocate`]),
+/// and how far for the index entry of the content that record names (read by the time it is that near).
+const QUEUE_RECORD_AHEAD: usize = 16;
+const QUEUE_ENTRY_AHEAD: usize = 6;
+
+/// A free-queue entry whose block was taken back into use.
+const TOMBSTONE: BlockId = BlockId::MAX;
 
 /// The ghost of a private block's content (which the index never held).
 const ANONYMOUS: u64 = 0;
@@ -70,11 +85,11 @@ pub enum KvEvent {
 struct Block {
     /// The chain hash of the block's content; meaningful only when `hashed`.
     hash: u64,
+    /// The free-queue position of the block's entry, counted from the first entry ever queued
+    /// (meaningful only while `refs == 0`).
+    queued_at: u64,
     /// Running sequences holding the block.
     refs: u32,
-    /// Free-queue links (`NIL` at the ends, and while the block is used).
-    prev: u32,
-    next: u32,
     /// Whether the block holds a full block of content (`hash`).
     hashed: bool,
     /// Whether that content is in the index (always, except for a private block).
@@ -84,9 +99,8 @@ struct Block {
 impl Block {
     const EMPTY: Block = Block {
         hash: 0,
+        queued_at: 0,
         refs: 0,
-        prev: NIL,
-        next: NIL,
         hashed: false,
         indexed: false,
     };
@@ -101,11 +115,14 @@ impl Block {
 #[derive(Debug, Clone)]
 pub struct BlockPool {
     block_size: u32,
-    /// Per-block state, indexed by [`BlockId`]. The free queue is an intrusive doubly linked list
-    /// through `prev`/`next`; its head is evicted first.
+    /// Per-block state, indexed by [`BlockId`].
     blocks: Vec<Block>,
-    head: u32,
-    tail: u32,
+    /// The free queue (see the module docs): its first live entry is evicted first. Its capacity is
+    /// `2 · total`, allocated once.
+    queue: VecDeque<BlockId>,
+    /// The position of `queue[0]`: entries ever taken off the front.
+    dequeued: u64,
+    /// Entries in `queue` other than tombstones: the free blocks.
     free: u32,
     /// Chain hash → the block that caches it, or the eviction that removed it (one table, so that an
     /// eviction costs one lookup). It keeps 32 bits of each hash and confirms a match against the
@@ -124,12 +141,6 @@ pub struct BlockPool {
     #[cfg(debug_assertions)]
     private: std::collections::HashSet<u64>,
     evictions: u64,
-    /// A block some way behind the free queue's head (`ahead_by` blocks, give or take: touches in
-    /// between are not counted), or `NIL`. Allocation walks it forward and asks for the records and
-    /// index entries of the blocks it passes, so that their evictions find them loaded. A hint only:
-    /// nothing computed depends on it.
-    ahead: u32,
-    ahead_by: u32,
     peak_used: u32,
     /// Cache events since the last drain; recorded only when someone listens.
     events: Option<Vec<KvEvent>>,
@@ -145,8 +156,8 @@ impl BlockPool {
         let mut pool = BlockPool {
             block_size,
             blocks: vec![Block::EMPTY; total as usize],
-            head: NIL,
-            tail: NIL,
+            queue: VecDeque::with_capacity(2 * total as usize),
+            dequeued: 0,
             free: 0,
             index: ContentIndex::with_bound(2 * total as usize),
             cached: 0,
@@ -155,8 +166,6 @@ impl BlockPool {
             #[cfg(debug_assertions)]
             private: Default::default(),
             evictions: 0,
-            ahead: NIL,
-            ahead_by: 0,
             peak_used: 0,
             events: None,
             evicted: None,
@@ -404,10 +413,13 @@ impl BlockPool {
         }
     }
 
-    /// Takes a reference to a cached block, removing it from the free queue if it was there.
+    /// Takes a reference to a cached block, removing it from the free queue if it was there (its entry
+    /// becomes a tombstone).
     pub fn touch(&mut self, b: BlockId) {
         if self.blocks[b as usize].refs == 0 {
-            self.unlink(b);
+            let at = self.blocks[b as usize].queued_at - self.dequeued;
+            self.queue[at as usize] = TOMBSTONE;
+            self.free -= 1;
         }
         self.blocks[b as usize].refs += 1;
         self.note_use();
@@ -416,12 +428,19 @@ impl BlockPool {
 
     /// Takes the least recently freed block, evicting its cached content; `None` when every block is used.
     pub fn allocate(&mut self) -> Option<BlockId> {
-        let b = self.head;
-        if b == NIL {
+        if self.free == 0 {
             return None;
         }
-        self.unlink(b);
-        self.look_ahead();
+        let b = loop {
+            let b = self.queue.pop_front().expect("a free block has an entry");
+            self.dequeued += 1;
+            // Every entry passes the prefetch distances once, tombstone or not.
+            self.prefetch_queue();
+            if b != TOMBSTONE {
+                break b;
+            }
+        };
+        self.free -= 1;
         let block = &mut self.blocks[b as usize];
         block.refs = 1;
         if block.hashed {
@@ -561,16 +580,29 @@ impl BlockPool {
                 self.total()
             ));
         }
+        if self.queue.len() > 2 * self.blocks.len() {
+            return Err(format!("free queue holds {} entries", self.queue.len()));
+        }
         let mut on_queue = vec![false; self.blocks.len()];
-        let mut b = self.head;
         let mut n = 0;
-        while b != NIL {
-            on_queue[b as usize] = true;
-            n += 1;
-            if n > self.total() {
-                return Err("free queue has a cycle".into());
+        for (at, &b) in (self.dequeued..).zip(&self.queue) {
+            if b == TOMBSTONE {
+                continue;
             }
-            b = self.blocks[b as usize].next;
+            let block = self
+                .blocks
+                .get(b as usize)
+                .ok_or("free queue names no block")?;
+            if block.refs > 0 || block.queued_at != at {
+                return Err(format!(
+                    "free-queue entry {at} names block {b} (refs {}, queued at {})",
+                    block.refs, block.queued_at
+                ));
+            }
+            if std::mem::replace(&mut on_queue[b as usize], true) {
+                return Err(format!("block {b} is twice in the free queue"));
+            }
+            n += 1;
         }
         if n != self.free {
             return Err(format!(
@@ -581,7 +613,7 @@ impl BlockPool {
         for (i, r) in self.blocks.iter().map(|b| b.refs).enumerate() {
             if (r == 0) != on_queue[i] {
                 return Err(format!(
-                    "block {i}: refs {r} but on free queue = {}",
+                    "block {i}: refs {r} but in the free queue = {}",
                     on_queue[i]
                 ));
             }
@@ -629,9 +661,6 @@ impl BlockPool {
                 "{hashed} hashed blocks ({indexed} indexed), {cached} cached index entries, counter {}",
                 self.cached
             ));
-        }
-        if self.ahead != NIL && self.blocks[self.ahead as usize].refs > 0 {
-            return Err(format!("look-ahead block {} is in use", self.ahead));
         }
         if ghosts > self.ghosts.len() {
             return Err("more evicted entries than remembered evictions".into());
@@ -687,72 +716,52 @@ impl BlockPool {
         }
     }
 
+    /// Queues free block `b` at the back of the free queue, compacting the queue first if it is full.
     fn push_tail(&mut self, b: BlockId) {
-        let tail = self.tail;
-        let block = &mut self.blocks[b as usize];
-        block.prev = tail;
-        block.next = NIL;
-        if tail == NIL {
-            self.head = b;
-        } else {
-            self.blocks[tail as usize].next = b;
+        if self.queue.len() >= 2 * self.blocks.len() {
+            self.compact();
         }
-        self.tail = b;
+        self.blocks[b as usize].queued_at = self.dequeued + self.queue.len() as u64;
+        self.queue.push_back(b);
         self.free += 1;
     }
 
-    /// After an allocation: moves the look-ahead block up to [`LOOK_AHEAD`] blocks behind the head
-    /// again (at most two steps at a time), asking for what the evictions of the blocks it passes
-    /// will read: the next block's record, and the index entry of the content the block holds.
-    fn look_ahead(&mut self) {
-        if self.ahead == NIL {
-            self.ahead = self.head;
-            self.ahead_by = 0;
-            if let Some(head) = self.blocks.get(self.head as usize) {
-                prefetch(head);
+    /// Drops the free queue's tombstones, keeping the other entries in order (renumbered from the front).
+    fn compact(&mut self) {
+        let blocks = &mut self.blocks;
+        let mut at = self.dequeued;
+        self.queue.retain(|&b| {
+            if b == TOMBSTONE {
+                return false;
             }
-        } else {
-            self.ahead_by = self.ahead_by.saturating_sub(1);
+            blocks[b as usize].queued_at = at;
+            at += 1;
+            true
+        });
+        debug_assert_eq!(self.queue.len(), self.free as usize);
+    }
+
+    /// After an entry leaves the free queue: asks for the record of a block some way behind its head, and
+    /// for the index entry of the content of one nearer (whose record the first request loaded), so
+    /// that their evictions find them loaded. A hint only: changes nothing.
+    fn prefetch_queue(&self) {
+        if let Some(far) = self
+            .queue
+            .get(QUEUE_RECORD_AHEAD)
+            .filter(|&&b| b != TOMBSTONE)
+        {
+            prefetch(&self.blocks[*far as usize]);
         }
-        for _ in 0..2 {
-            if self.ahead == NIL || self.ahead_by >= LOOK_AHEAD {
-                break;
-            }
-            let next = self.blocks[self.ahead as usize].next;
-            if next == NIL {
-                break;
-            }
-            self.ahead = next;
-            self.ahead_by += 1;
-            let block = &self.blocks[next as usize];
+        if let Some(near) = self
+            .queue
+            .get(QUEUE_ENTRY_AHEAD)
+            .filter(|&&b| b != TOMBSTONE)
+        {
+            let block = &self.blocks[*near as usize];
             if block.hashed && block.indexed {
                 self.index.prefetch(block.hash);
             }
-            if let Some(after) = self.blocks.get(block.next as usize) {
-                prefetch(after);
-            }
         }
-    }
-
-    fn unlink(&mut self, b: BlockId) {
-        if b == self.ahead {
-            self.ahead = NIL;
-        }
-        let block = &mut self.blocks[b as usize];
-        let (p, n) = (block.prev, block.next);
-        block.prev = NIL;
-        block.next = NIL;
-        if p == NIL {
-            self.head = n;
-        } else {
-            self.blocks[p as usize].next = n;
-        }
-        if n == NIL {
-            self.tail = p;
-        } else {
-            self.blocks[n as usize].prev = p;
-        }
-        self.free -= 1;
     }
 }
 
@@ -760,6 +769,22 @@ impl BlockPool {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn tombstones_are_compacted_away_keeping_the_order_of_freeing() {
+        let mut pool = BlockPool::new(4, 16);
+        // Hits on block 1 while it is free: each leaves a tombstone behind.
+        for _ in 0..10 {
+            pool.touch(1);
+            pool.release(&[1]);
+            assert!(pool.queue.len() <= 8, "{} entries", pool.queue.len());
+            pool.check_invariants().unwrap();
+        }
+        // The ring filled (4 blocks + 4 tombstones) and was compacted at least once.
+        assert!(pool.dequeued == 0 && pool.queue.len() < 4 + 10);
+        let order: Vec<_> = std::iter::from_fn(|| pool.allocate()).collect();
+        assert_eq!(order, [0, 2, 3, 1]);
+    }
 
     #[test]
     fn freed_blocks_stay_cached_until_evicted_lru() {
@@ -1165,6 +1190,59 @@ mod tests {
             (0usize..64).prop_map(Op::Release),
             (0u64..40).prop_map(Op::TouchCached),
         ]
+    }
+
+    proptest! {
+        /// Allocation takes the least recently freed block, exactly as a list of free blocks in order
+        /// of freeing (taking a cached block back removes it from the middle) would give it, however
+        /// many tombstones the ring collects and compacts away. Touches and releases outnumber
+        /// allocations, so the ring fills with tombstones and compacts often.
+        #[test]
+        fn the_free_queue_is_a_list_in_order_of_freeing(
+            total in 1u32..24,
+            ops in proptest::collection::vec(op(), 1..600),
+        ) {
+            let mut pool = BlockPool::new(total, 16);
+            let mut order: VecDeque<BlockId> = (0..total).collect();
+            let mut held: Vec<BlockId> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Alloc(h) if h % 4 == 0 => {
+                        let got = pool.allocate();
+                        prop_assert_eq!(got, order.pop_front());
+                        if let Some(b) = got {
+                            pool.register(b, h);
+                            held.push(b);
+                        }
+                    }
+                    Op::Release(i) if !held.is_empty() => {
+                        let b = held.swap_remove(i % held.len());
+                        pool.release(&[b]);
+                        if pool.blocks[b as usize].refs == 0 {
+                            order.push_back(b);
+                        }
+                    }
+                    Op::Alloc(h) if !held.is_empty() => {
+                        let b = held.swap_remove(h as usize % held.len());
+                        pool.release(&[b]);
+                        if pool.blocks[b as usize].refs == 0 {
+                            order.push_back(b);
+                        }
+                    }
+                    Op::TouchCached(h) => {
+                        // Any block, cached or not: a hit on the free queue's middle, or another
+                        // reference to a used block.
+                        let b = (h as u32) % total;
+                        pool.touch(b);
+                        order.retain(|&x| x != b);
+                        held.push(b);
+                    }
+                    _ => {}
+                }
+                prop_assert!(pool.check_invariants().is_ok(), "{:?}", pool.check_invariants());
+                prop_assert_eq!(pool.free() as usize, order.len());
+            }
+        }
     }
 
     proptest! {
