@@ -205,12 +205,20 @@ impl RunLru {
         self.free = r;
     }
 
+    /// The run that begins with the first of `hashes`, if any.
+    fn first_run(&self, hashes: &[u64]) -> Option<u32> {
+        hashes.first().and_then(|h| self.starts.get(h)).copied()
+    }
+
     /// How many leading blocks of `hashes` (chained) are on the list: the walk of [`RunLru::route`],
-    /// without moving anything.
-    fn held_prefix(&self, hashes: &[u64]) -> usize {
+    /// without moving anything. `first` is the answer of its first lookup, [`RunLru::first_run`],
+    /// which a caller asking many workers makes for all of them first.
+    fn held_prefix(&self, first: Option<u32>, hashes: &[u64]) -> usize {
         let mut i = 0;
-        while let Some(&r) = hashes.get(i).and_then(|h| self.starts.get(h)) {
+        let mut run = first;
+        while let Some(r) = run {
             i += self.shared(r, &hashes[i..]);
+            run = hashes.get(i).and_then(|h| self.starts.get(h)).copied();
         }
         i
     }
@@ -450,8 +458,18 @@ impl CacheView {
         if let Some(index) = &self.index {
             return index.overlaps_and_owner(hashes, self.capacity.len(), out);
         }
+        // Every worker's first lookup, then the rest of each walk: the first lookups miss the cache
+        // in as many tables as there are workers, and done together their misses overlap.
         out.clear();
-        out.extend(self.approx.iter().map(|lru| lru.held_prefix(hashes) as u32));
+        out.extend(
+            self.approx
+                .iter()
+                .map(|lru| lru.first_run(hashes).unwrap_or(NIL)),
+        );
+        for (held, lru) in out.iter_mut().zip(&self.approx) {
+            let first = (*held != NIL).then_some(*held);
+            *held = lru.held_prefix(first, hashes) as u32;
+        }
         None
     }
 }
