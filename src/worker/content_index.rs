@@ -14,8 +14,9 @@
 //!    between (deletion shifts later entries back instead of leaving tombstones, so this holds always).
 //! 2. Fewer than two thirds of the entries are used (the table grows before that), so every probe
 //!    ends at an empty entry.
-//! 3. The table never holds more entries than [`ContentIndex::final_entries`] for its bound: once it
-//!    holds a quarter of the bound, it grows straight to that size instead of doubling. So the memory
+//! 3. While its owner keeps to the bound, the table's size never exceeds
+//!    [`ContentIndex::final_entries`] of it: once the table holds a quarter of the bound, its next
+//!    growth goes straight to that size instead of doubling. So the memory
 //!    of a long run is reached during its first fill, and does not creep up later as a pool's count
 //!    of ghosts wanders across a doubling threshold.
 //!
