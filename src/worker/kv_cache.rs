@@ -59,6 +59,9 @@ pub const MAX_POOL_BLOCKS: u32 = MAX_BLOCKS;
 /// `release` waited on three in four of its loads), near enough to stay in the first-level cache.
 const PREFETCH_AHEAD: usize = 32;
 
+/// How many hashes ahead a walk of lookups along a prompt asks for their index entries.
+const LOOKUP_AHEAD: usize = 8;
+
 /// How many evictions ahead an eviction asks for the index entry of the ghost that will expire then.
 const GHOST_PREFETCH_AHEAD: usize = 8;
 
@@ -336,10 +339,22 @@ impl BlockPool {
 
     /// How many leading blocks of `hashes` are cached here. Does not change recency.
     pub fn cached_prefix(&self, hashes: &[u64]) -> usize {
-        hashes
-            .iter()
-            .take_while(|h| self.lookup(**h).is_some())
-            .count()
+        let mut hit = 0;
+        while hit < hashes.len() && self.lookup_ahead(hashes, hit).is_some() {
+            hit += 1;
+        }
+        hit
+    }
+
+    /// [`BlockPool::lookup`] of `hashes[i]` in a walk along `hashes`, asking first for the index entry
+    /// of the hash [`LOOKUP_AHEAD`] further on (the walk's lookups do not depend on each other, so
+    /// their misses can overlap).
+    #[inline(always)]
+    fn lookup_ahead(&self, hashes: &[u64], i: usize) -> Option<BlockId> {
+        if let Some(&later) = hashes.get(i + LOOKUP_AHEAD) {
+            self.index.prefetch(later);
+        }
+        self.lookup(hashes[i])
     }
 
     /// Appends to `out` the blocks that cache the leading blocks of `hashes`, up to the first not cached
@@ -347,8 +362,8 @@ impl BlockPool {
     /// [`BlockPool::lookup`] of each hit in one pass over the index. Does not change recency.
     pub fn cached_prefix_blocks(&self, hashes: &[u64], out: &mut Vec<BlockId>) -> usize {
         let before = out.len();
-        for h in hashes {
-            match self.lookup(*h) {
+        for i in 0..hashes.len() {
+            match self.lookup_ahead(hashes, i) {
                 Some(b) => out.push(b),
                 None => break,
             }
