@@ -218,7 +218,7 @@ impl RunLru {
         let mut run = first;
         while let Some(r) = run {
             i += self.shared(r, &hashes[i..]);
-            run = hashes.get(i).and_then(|h| self.starts.get(h)).copied();
+            run = self.first_run(&hashes[i..]);
         }
         i
     }

@@ -124,8 +124,10 @@ impl Block {
         self.state & Self::REFS
     }
 
+    /// Sets the reference count; `refs` fits in its bits (only [`BlockPool::touch`] adds references,
+    /// and it checks).
     fn set_refs(&mut self, refs: u32) {
-        assert!(refs <= Self::REFS, "more than 2^30 references to one block");
+        debug_assert!(refs <= Self::REFS);
         self.state = (self.state & !Self::REFS) | refs;
     }
 
@@ -482,6 +484,7 @@ impl BlockPool {
     pub fn touch(&mut self, b: BlockId) {
         let block = &mut self.blocks[b as usize];
         let refs = block.refs();
+        assert!(refs < Block::REFS, "more than 2^30 references to block {b}");
         if refs == 0 {
             let at = Self::queue_index(block.queued_at, self.dequeued);
             self.queue[at] = TOMBSTONE;
@@ -723,7 +726,10 @@ impl BlockPool {
             }
         }
         let hashed = self.blocks.iter().filter(|b| b.hashed()).count();
-        let indexed = (self.blocks.iter())
+        // `indexed` is left set when a block loses its content: only a hashed block's flag counts.
+        let indexed = self
+            .blocks
+            .iter()
             .filter(|b| b.hashed() && b.indexed())
             .count();
         if indexed != cached || hashed != self.cached {
@@ -862,6 +868,18 @@ mod tests {
         assert!(pool.dequeued == 0 && pool.queue.len() < 4 + 10);
         let order: Vec<_> = std::iter::from_fn(|| pool.allocate()).collect();
         assert_eq!(order, [0, 2, 3, 1]);
+    }
+
+    #[test]
+    #[should_panic(expected = "more than 2^30 references to block 0")]
+    fn the_reference_count_refuses_to_overflow_into_the_flags() {
+        let mut pool = BlockPool::new(1, 4);
+        let b = pool.allocate().unwrap();
+        pool.blocks[b as usize].set_refs(Block::REFS - 1);
+        pool.touch(b); // the last count that fits
+        assert_eq!(pool.blocks[b as usize].refs(), Block::REFS);
+        assert!(!pool.blocks[b as usize].hashed());
+        pool.touch(b);
     }
 
     #[test]
