@@ -871,6 +871,36 @@ mod tests {
     }
 
     #[test]
+    fn check_invariants_names_what_is_broken() {
+        let healthy = || {
+            let mut p = BlockPool::new(2, 16);
+            let a = p.allocate().unwrap();
+            p.register(a, 7);
+            p.release(&[a]);
+            let b = p.allocate().unwrap();
+            assert_eq!(p.allocate(), Some(a)); // evicts content 7: one ghost
+            p.release(&[b]);
+            assert_eq!((a, b, p.free()), (0, 1, 1)); // block 1 alone is free
+            p
+        };
+        healthy().check_invariants().unwrap();
+        let broken = |edit: fn(&mut BlockPool), says: &str| {
+            let mut p = healthy();
+            edit(&mut p);
+            let err = p.check_invariants().expect_err(says);
+            assert!(err.contains(says), "{err:?} does not say {says:?}");
+        };
+        // A free block counted as used.
+        broken(|p| p.blocks[1].set_refs(1), "used");
+        // A free block's entry at another position than its record names.
+        broken(|p| p.blocks[1].queued_at += 1, "queued at");
+        // The same block queued twice.
+        broken(|p| p.queue.push_back(1), "free");
+        // A cached count that disagrees with the blocks.
+        broken(|p| p.cached += 1, "counter");
+    }
+
+    #[test]
     #[should_panic(expected = "more than 2^30 references to block 0")]
     fn the_reference_count_refuses_to_overflow_into_the_flags() {
         let mut pool = BlockPool::new(1, 4);
