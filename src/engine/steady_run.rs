@@ -86,11 +86,10 @@ impl Simulation {
         run.durations.clear();
         run.applied = 0;
         run.ends.push(end);
+        worker.steady_step_times(k, &mut run.durations);
         let mut t = end;
-        for m in 1..=k {
-            let d = worker.steady_step_time(m);
+        for &d in &run.durations {
             t += d;
-            run.durations.push(d);
             run.ends.push(t);
         }
         self.pending[w] = end;

@@ -202,6 +202,59 @@ impl StepShape {
     }
 }
 
+/// The cost of a batch of given tokens and sequences, before what its sequences have cached is known:
+/// [`PerfModel::batch`]. A decode batch that stays the same step after step (the decode fast path)
+/// computes this once and each step's time from its context alone. Every number is computed by the same
+/// operations, in the same order, as a step computed from scratch, so the times agree to the bit.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchCost<'a> {
+    perf: &'a PerfModel,
+    /// Tokens computed, as a float.
+    t: f64,
+    /// Step, sequence and prefill overheads plus the GEMMs' roofline time, s: the sum's first terms.
+    before_attention_s: f64,
+    /// Tensor-parallel all-reduces, s.
+    comm_s: f64,
+    /// The GEMMs' FLOPs at the tensor peak, s (utilisation).
+    gemm_compute_s: f64,
+    /// Weight bytes streamed (experts touched included).
+    weight_bytes: f64,
+}
+
+impl BatchCost<'_> {
+    /// [`PerfModel::step_seconds`] of this batch with `context_tokens` cached and `attention_pairs`.
+    #[inline]
+    pub fn seconds(&self, context_tokens: u64, attention_pairs: f64) -> f64 {
+        let p = self.perf;
+        let e = &p.eff;
+        let attn_flops = p.attn_flops_per_pair * attention_pairs;
+        let kv_bytes = p.kv_bytes_per_token * (context_tokens as f64 + self.t);
+        let attn_s = (attn_flops / (p.attn_peak_flops * e.attention))
+            .max(kv_bytes / (p.mem_bw * e.kv_memory));
+        self.before_attention_s + attn_s + self.comm_s
+    }
+
+    /// [`PerfModel::step_time`] of this batch with `context_tokens` cached and `attention_pairs`.
+    #[inline]
+    pub fn time(&self, context_tokens: u64, attention_pairs: f64) -> SimDuration {
+        SimDuration::from_secs_f64(self.seconds(context_tokens, attention_pairs).max(1e-9))
+    }
+
+    /// [`PerfModel::utilisation`] of this batch with `context_tokens` cached and `attention_pairs`,
+    /// over a step of `seconds`.
+    #[inline]
+    pub fn utilisation(&self, context_tokens: u64, attention_pairs: f64, seconds: f64) -> f64 {
+        if seconds <= 0.0 || !seconds.is_finite() {
+            return 0.0;
+        }
+        let p = self.perf;
+        let compute_s =
+            self.gemm_compute_s + p.attn_flops_per_pair * attention_pairs / p.attn_peak_flops;
+        let bytes = self.weight_bytes + p.kv_bytes_per_token * (context_tokens as f64 + self.t);
+        (compute_s.max(bytes / p.mem_bw) / seconds).clamp(0.0, 1.0)
+    }
+}
+
 /// Step times for one model on one GPU type at one tensor-parallel degree and precision.
 #[derive(Clone, Debug)]
 pub struct PerfModel {
@@ -325,6 +378,25 @@ impl PerfModel {
         if s.tokens == 0 {
             return 0.0;
         }
+        self.batch(s).seconds(s.context_tokens, s.attention_pairs)
+    }
+
+    /// Roofline utilisation of a step of shape `s` that lasted `seconds`: the busier of the tensor cores
+    /// (the step's FLOPs at the datasheet peaks) and HBM (its weight and KV bytes at the datasheet
+    /// bandwidth), as a share of the step, in [0, 1]; 0 for an empty step. What the power model
+    /// (`hardware::power`) scales a busy GPU's power with.
+    pub fn utilisation(&self, s: &StepShape, seconds: f64) -> f64 {
+        if s.tokens == 0 {
+            return 0.0;
+        }
+        self.batch(s)
+            .utilisation(s.context_tokens, s.attention_pairs, seconds)
+    }
+
+    /// The parts of [`PerfModel::step_seconds`] and [`PerfModel::utilisation`] that depend only on
+    /// `s`'s tokens and sequences, not on what its sequences have cached. `s.tokens > 0`.
+    pub fn batch(&self, s: &StepShape) -> BatchCost<'_> {
+        debug_assert!(s.tokens > 0);
         let m = self.model.spec();
         let e = &self.eff;
         let t = s.tokens as f64;
@@ -339,14 +411,9 @@ impl PerfModel {
         } else {
             0.0
         };
-        let gemm_s = (gemm_flops / (self.peak_flops * eta_c))
-            .max((self.dense_weight_bytes + expert_bytes) / (self.mem_bw * e.memory));
-
-        let attn_flops = self.attn_flops_per_pair * s.attention_pairs;
-        let kv_bytes = self.kv_bytes_per_token * (s.context_tokens as f64 + t);
-        let attn_s = (attn_flops / (self.attn_peak_flops * e.attention))
-            .max(kv_bytes / (self.mem_bw * e.kv_memory));
-
+        let weight_bytes = self.dense_weight_bytes + expert_bytes;
+        let gemm_s =
+            (gemm_flops / (self.peak_flops * eta_c)).max(weight_bytes / (self.mem_bw * e.memory));
         let comm_s = if self.tp > 1 {
             let per_reduce =
                 allreduce_seconds(self.gpu, self.tp, self.allreduce_bytes_per_token * t, e);
@@ -354,37 +421,17 @@ impl PerfModel {
         } else {
             0.0
         };
-        e.step_overhead_s
-            + e.seq_overhead_s * s.seqs as f64
-            + e.prefill_seq_overhead_s * s.prefill_seqs as f64
-            + gemm_s
-            + attn_s
-            + comm_s
-    }
-
-    /// Roofline utilisation of a step of shape `s` that lasted `seconds`: the busier of the tensor cores
-    /// (the step's FLOPs at the datasheet peaks) and HBM (its weight and KV bytes at the datasheet
-    /// bandwidth), as a share of the step, in [0, 1]; 0 for an empty step. What the power model
-    /// (`hardware::power`) scales a busy GPU's power with.
-    pub fn utilisation(&self, s: &StepShape, seconds: f64) -> f64 {
-        if s.tokens == 0 || seconds <= 0.0 || !seconds.is_finite() {
-            return 0.0;
+        BatchCost {
+            perf: self,
+            t,
+            before_attention_s: e.step_overhead_s
+                + e.seq_overhead_s * s.seqs as f64
+                + e.prefill_seq_overhead_s * s.prefill_seqs as f64
+                + gemm_s,
+            comm_s,
+            gemm_compute_s: gemm_flops / self.peak_flops,
+            weight_bytes,
         }
-        let m = self.model.spec();
-        let t = s.tokens as f64;
-        let compute_s = (self.block_flops_per_token * t + self.head_flops_per_seq * s.seqs as f64)
-            / self.peak_flops
-            + self.attn_flops_per_pair * s.attention_pairs / self.attn_peak_flops;
-        let expert_bytes = if m.is_moe() {
-            let miss = 1.0 - f64::from(m.experts_per_token) / f64::from(m.experts);
-            self.expert_weight_bytes * (1.0 - miss.powf(t))
-        } else {
-            0.0
-        };
-        let bytes = self.dense_weight_bytes
-            + expert_bytes
-            + self.kv_bytes_per_token * (s.context_tokens as f64 + t);
-        (compute_s.max(bytes / self.mem_bw) / seconds).clamp(0.0, 1.0)
     }
 
     /// Time to prefill `prompt` tokens in one step on an idle worker, with `cached` tokens already in cache.

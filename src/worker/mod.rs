@@ -391,12 +391,23 @@ impl Worker {
     fn step_energy_j(&self, shape: &StepShape, dt: SimDuration) -> f64 {
         let s = dt.as_secs_f64();
         let u = self.perf.utilisation(shape, s);
-        PowerModel::of(self.perf.gpu).busy_w(u) * f64::from(self.perf.tp) * s
+        self.energy_at_j(&PowerModel::of(self.perf.gpu), u, s)
+    }
+
+    /// Energy of a step lasting `s` seconds at utilisation `u` on this worker's GPUs, J.
+    #[inline]
+    fn energy_at_j(&self, power: &PowerModel, u: f64, s: f64) -> f64 {
+        power.busy_w(u) * f64::from(self.perf.tp) * s
     }
 
     /// The duration of a step of `shape` on this worker, slowed down by a `slowdown` fault if any.
     fn scaled_step_time(&self, shape: &StepShape) -> SimDuration {
-        let dt = self.perf.step_time(shape);
+        self.slowed(self.perf.step_time(shape))
+    }
+
+    /// A step time `dt` at this worker's speed: slowed down by a `slowdown` fault if any.
+    #[inline]
+    fn slowed(&self, dt: SimDuration) -> SimDuration {
         if self.slowdown != 1.0 {
             SimDuration::from_secs_f64(dt.as_secs_f64() * self.slowdown).max(SimDuration(1))
         } else {
@@ -510,7 +521,12 @@ impl Worker {
         let start = if handed > 0 { handed } else { have as u32 * bs };
         let n = target.saturating_sub(start).min(budget);
         let new_blocks = self.pool.blocks_for(start + n) - hit as u32;
-        if self.pool.free() < new_blocks + self.pool.free_among(&blocks) {
+        // Counting the free blocks among the hit's takes a pass over them; only needed when they might
+        // be what tips it over.
+        let free = self.pool.free();
+        if free < new_blocks + blocks.len() as u32
+            && free < new_blocks + self.pool.free_among(&blocks)
+        {
             seq.cached_hint = blocks; // still exact: the next attempt checks it again
             return None;
         }

@@ -23,6 +23,7 @@
 //!   (`engine/steady_run.rs`).
 
 use crate::hardware::StepShape;
+use crate::hardware::power::PowerModel;
 use crate::time::SimDuration;
 
 use super::Worker;
@@ -94,23 +95,46 @@ impl Worker {
     /// The duration of the `m`-th step after the steady step in flight (`m >= 1`): the same batch with
     /// every sequence's context `m` tokens longer. Equal, to the nanosecond, to what
     /// [`Worker::start_step`] computes for that step: the batch's attention pairs `Σ (c_i + ½)` are sums
-    /// of halves far below 2^52, exact in `f64` in any order.
+    /// of halves far below 2^52, exact in `f64` in any order, and [`PerfModel::batch`] splits the step
+    /// time without changing its arithmetic.
+    ///
+    /// [`PerfModel::batch`]: crate::hardware::PerfModel::batch
     pub fn steady_step_time(&self, m: u32) -> SimDuration {
         self.scaled_step_time(&self.steady_shape(m))
     }
 
+    /// Appends [`Worker::steady_step_time`] of `m = 1..=k` to `out`, costing the batch's fixed part once.
+    pub fn steady_step_times(&self, k: u32, out: &mut Vec<SimDuration>) {
+        if k == 0 {
+            return;
+        }
+        let cost = self.perf.batch(&self.steady_shape(1));
+        out.extend((1..=k).map(|m| {
+            let (context, pairs) = self.steady_context_at(m);
+            self.slowed(cost.time(context, pairs))
+        }));
+    }
+
     /// The batch of the `m`-th step after the steady step in flight (`m >= 1`).
     fn steady_shape(&self, m: u32) -> StepShape {
-        debug_assert!(self.step_is_steady() && m >= 1);
         let seqs = self.running.len() as u64;
-        let context = self.steady_context + u64::from(m) * seqs;
+        let (context_tokens, attention_pairs) = self.steady_context_at(m);
         StepShape {
             tokens: seqs,
             seqs,
             prefill_seqs: 0,
-            context_tokens: context,
-            attention_pairs: context as f64 + seqs as f64 * 0.5,
+            context_tokens,
+            attention_pairs,
         }
+    }
+
+    /// The context tokens and attention pairs of the `m`-th step after the steady step in flight.
+    #[inline]
+    fn steady_context_at(&self, m: u32) -> (u64, f64) {
+        debug_assert!(self.step_is_steady() && m >= 1);
+        let seqs = self.running.len() as u64;
+        let context = self.steady_context + u64::from(m) * seqs;
+        (context, context as f64 + seqs as f64 * 0.5)
     }
 
     /// Applies `durations.len()` pure steps at once: the end of the step in flight and the start of the
@@ -124,10 +148,15 @@ impl Worker {
         if k == 0 {
             return;
         }
-        // Each step's energy in step order, as step-by-step stepping adds it (same bytes either way).
+        // Each step's energy in step order, as step-by-step stepping adds it (same bytes either way),
+        // with the batch's fixed part costed once.
+        let cost = self.perf.batch(&self.steady_shape(1));
+        let power = PowerModel::of(self.perf.gpu);
         for (m, &d) in (1..).zip(durations) {
+            let (context, pairs) = self.steady_context_at(m);
+            let s = d.as_secs_f64();
             self.busy += d;
-            self.busy_energy_j += self.step_energy_j(&self.steady_shape(m), d);
+            self.busy_energy_j += self.energy_at_j(&power, cost.utilisation(context, pairs, s), s);
         }
         self.cross_blocks(k, allocated);
         for seq in &mut self.running {
