@@ -61,7 +61,7 @@ impl SimDuration {
     /// A span from float seconds, rounded to the nearest nanosecond; negative or non-finite input is a bug.
     pub fn from_secs_f64(s: f64) -> Self {
         assert!(s.is_finite() && s >= 0.0, "invalid duration {s} s");
-        SimDuration((s * NANOS_PER_SEC as f64).round() as u64)
+        SimDuration(round_non_negative(s * NANOS_PER_SEC as f64))
     }
 
     /// Seconds, as a float (for output and rate arithmetic only).
@@ -192,9 +192,65 @@ impl Serialize for SimDuration {
     }
 }
 
+/// `x.round() as u64` for finite `x >= 0` (halves away from zero, saturating at `u64::MAX`), without
+/// the call into the C library that `f64::round` costs on x86-64 without SSE4.1: every step duration
+/// goes through here. Exact: below 2^53 the integer part and the fraction are exact in `f64`, and from
+/// 2^52 on every `f64` is an integer already.
+#[inline]
+fn round_non_negative(x: f64) -> u64 {
+    debug_assert!(x.is_finite() && x >= 0.0);
+    let whole = x as u64; // truncates; saturates at u64::MAX
+    if x - whole as f64 >= 0.5 {
+        whole.saturating_add(1)
+    } else {
+        whole
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The library's rounding, which `round_non_negative` replaces.
+    fn library(x: f64) -> u64 {
+        x.round() as u64
+    }
+
+    #[test]
+    fn rounding_to_nanoseconds_is_the_librarys_at_the_edges() {
+        let edges = [
+            0.0,
+            0.49999999999999994, // the largest below ½: adding ½ first would round it up
+            0.5,
+            1.5,
+            2.5,
+            4_503_599_627_370_495.5, // 2^52 − ½, the last half
+            4_503_599_627_370_496.0,
+            9_007_199_254_740_993.0,
+            1.8446744073709552e19, // 2^64: saturates
+            1e300,
+        ];
+        for x in edges {
+            assert_eq!(round_non_negative(x), library(x), "{x}");
+            let below = f64::from_bits(x.to_bits().saturating_sub(1));
+            let above = f64::from_bits(x.to_bits() + 1);
+            assert_eq!(round_non_negative(below), library(below), "{below}");
+            assert_eq!(round_non_negative(above), library(above), "{above}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn rounding_to_nanoseconds_is_the_librarys(
+            bits in 0u64..0x7FF0_0000_0000_0000, // every finite non-negative f64
+            halves in 0u64..(1 << 53),
+        ) {
+            let x = f64::from_bits(bits);
+            proptest::prop_assert_eq!(round_non_negative(x), library(x));
+            let half = halves as f64 + 0.5;
+            proptest::prop_assert_eq!(round_non_negative(half), library(half));
+        }
+    }
 
     #[test]
     fn parses_units() {

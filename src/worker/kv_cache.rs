@@ -475,13 +475,24 @@ impl BlockPool {
             if let Some(&ahead) = blocks.get(i + PREFETCH_AHEAD) {
                 prefetch(&self.blocks[ahead as usize]);
             }
-            self.touch(b);
+            self.take_reference(b);
         }
+        // Touching only adds to the blocks in use, so the last touch's use is the peak of them all.
+        self.note_use();
+        self.debug_check();
     }
 
     /// Takes a reference to a cached block, removing it from the free queue if it was there (its entry
     /// becomes a tombstone).
     pub fn touch(&mut self, b: BlockId) {
+        self.take_reference(b);
+        self.note_use();
+        self.debug_check();
+    }
+
+    /// [`BlockPool::touch`] but for the record of peak use and the debug check.
+    #[inline]
+    fn take_reference(&mut self, b: BlockId) {
         let block = &mut self.blocks[b as usize];
         let refs = block.refs();
         assert!(refs < Block::REFS, "more than 2^30 references to block {b}");
@@ -491,8 +502,6 @@ impl BlockPool {
             self.free -= 1;
         }
         block.set_refs(refs + 1);
-        self.note_use();
-        self.debug_check();
     }
 
     /// Takes the least recently freed block, evicting its cached content; `None` when every block is used.
@@ -811,17 +820,30 @@ impl BlockPool {
     }
 
     /// Drops the free queue's tombstones, keeping the other entries in order (renumbered from the front).
+    /// Called once per `total` or more blocks queued; it walks the ring as one slice (rotating it into
+    /// place first if it wraps), asking for each live entry's record some way ahead of renumbering it.
+    #[cold]
+    #[inline(never)]
     fn compact(&mut self) {
+        let dequeued = self.dequeued;
         let blocks = &mut self.blocks;
-        let mut at = self.dequeued;
-        self.queue.retain(|&b| {
-            if b == TOMBSTONE {
-                return false;
+        let entries = self.queue.make_contiguous();
+        let mut kept = 0;
+        for i in 0..entries.len() {
+            if let Some(&ahead) = entries.get(i + PREFETCH_AHEAD)
+                && let Some(record) = blocks.get(ahead as usize)
+            {
+                prefetch(record);
             }
-            blocks[b as usize].queued_at = at as u32;
-            at += 1;
-            true
-        });
+            let b = entries[i];
+            if b == TOMBSTONE {
+                continue;
+            }
+            entries[kept] = b;
+            blocks[b as usize].queued_at = dequeued.wrapping_add(kept as u64) as u32;
+            kept += 1;
+        }
+        self.queue.truncate(kept);
         debug_assert_eq!(self.queue.len(), self.free as usize);
     }
 
