@@ -199,6 +199,26 @@ fn a_fully_cached_prompt_still_computes_its_last_block() {
     assert_eq!(done[0].first_token, Some(h.ends[1]));
 }
 
+#[test]
+fn a_hit_on_free_blocks_counts_them_against_the_free_space() {
+    let mut h = Harness::new(worker(16, 64));
+    // Request 1: 4 tokens of content 10 → 1 block, cached and free once it completes.
+    h.enqueue(request(1, &[(10, 4)], 1), 0);
+    assert_eq!(h.step().1.len(), 1);
+    // Request 3: 51 tokens → 13 fresh blocks, 12 of them full (its next token still fits in the 13th),
+    // leaving 3 free:
+    // two fresh and request 1's.
+    h.enqueue(request(3, &[(30, 51)], 5), 0);
+    h.step();
+    assert_eq!((h.w.pool.free(), h.w.pool.cached_blocks()), (3, 13));
+    // Request 2: request 1's 4 tokens plus 12. It hits 1 block and needs 3 new: 3 free blocks would
+    // do, but taking the hit off the free queue leaves 2.
+    h.enqueue(request(2, &[(10, 4), (20, 12)], 1), 0);
+    h.step();
+    assert_eq!(h.waiting_ids(), [2]);
+    assert_eq!(h.running_ids(), [3]);
+}
+
 /// The shared set-up of the preemption cases: a pool of 5 blocks; X (8 tokens of content 10) and Z (the
 /// same 8 tokens plus 4 of content 20) admitted together in step 1, so that Z computes the shared prefix
 /// again in its own blocks (it was not cached yet at admission) and those copies stay anonymous.
@@ -528,6 +548,7 @@ fn worker_state(h: &mut Harness, output: u32) -> String {
         pool.peak_used(),
         h.w.steps,
         h.w.busy,
+        h.w.busy_energy_j.to_bits(),
     );
     h.w.check_invariants().unwrap();
     let queue: Vec<_> = std::iter::from_fn(|| h.w.pool.allocate()).collect();
@@ -549,7 +570,10 @@ fn a_run_across_blocks_leaves_the_worker_as_stepping_one_by_one_does() {
             bulk.w.steady_steps_after(false) < BS,
             "within blocks a run ends at the next block boundary"
         );
-        let durations: Vec<_> = (1..=k).map(|m| bulk.w.steady_step_time(m)).collect();
+        let mut durations = Vec::new();
+        bulk.w.steady_step_times(k, &mut durations);
+        let one_by_one: Vec<_> = (1..=k).map(|m| bulk.w.steady_step_time(m)).collect();
+        assert_eq!(durations, one_by_one, "the batch's fixed cost, costed once");
         let mut allocated = Vec::new();
         bulk.w.advance_steady(&durations, &mut allocated);
         let mut expected = Vec::new();
@@ -574,6 +598,26 @@ fn a_run_across_blocks_leaves_the_worker_as_stepping_one_by_one_does() {
             worker_state(&mut one, output),
             "{blocks} blocks"
         );
+    }
+}
+
+#[test]
+fn a_steps_energy_is_its_power_at_its_utilisation_over_its_duration() {
+    for tp in [1, 2] {
+        let mut w = worker(16, 64);
+        w.perf = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, tp, Precision::Bf16);
+        let mut h = Harness::new(w);
+        h.enqueue(request(1, &[(1, 12)], 3), 0);
+        assert_eq!(h.start(), [(1, 12)]);
+        let s = h.ends[0].since(SimTime::ZERO).as_secs_f64();
+        let mut shape = StepShape::default();
+        shape.add(12, 0);
+        let u = h.w.perf.utilisation(&shape, s);
+        assert!(u > 0.0 && u < 1.0, "utilisation {u}");
+        // The busy power of each of the `tp` GPUs at that utilisation, for the step's duration.
+        let expected = PowerModel::of(GpuId::H100).busy_w(u) * f64::from(tp) * s;
+        assert!(expected > 0.0);
+        assert_eq!(h.w.busy_energy_j, expected, "tp {tp}");
     }
 }
 
