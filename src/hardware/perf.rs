@@ -237,7 +237,7 @@ impl BatchCost<'_> {
     /// [`PerfModel::step_time`] of this batch with `context_tokens` cached and `attention_pairs`.
     #[inline]
     pub fn time(&self, context_tokens: u64, attention_pairs: f64) -> SimDuration {
-        SimDuration::from_secs_f64(self.seconds(context_tokens, attention_pairs).max(1e-9))
+        step_duration(self.seconds(context_tokens, attention_pairs))
     }
 
     /// [`PerfModel::utilisation`] of this batch with `context_tokens` cached and `attention_pairs`,
@@ -253,6 +253,11 @@ impl BatchCost<'_> {
         let bytes = self.weight_bytes + p.kv_bytes_per_token * (context_tokens as f64 + self.t);
         (compute_s.max(bytes / p.mem_bw) / seconds).clamp(0.0, 1.0)
     }
+}
+
+/// A step of `seconds` on the simulation's clock: to the nearest nanosecond, and never less than one.
+fn step_duration(seconds: f64) -> SimDuration {
+    SimDuration::from_secs_f64(seconds.max(1e-9))
 }
 
 /// Step times for one model on one GPU type at one tensor-parallel degree and precision.
@@ -370,7 +375,7 @@ impl PerfModel {
 
     /// Duration of one engine step for a batch of shape `s`. Never less than 1 ns.
     pub fn step_time(&self, s: &StepShape) -> SimDuration {
-        SimDuration::from_secs_f64(self.step_seconds(s).max(1e-9))
+        step_duration(self.step_seconds(s))
     }
 
     /// [`PerfModel::step_time`] in float seconds.

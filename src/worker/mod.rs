@@ -521,8 +521,8 @@ impl Worker {
         let start = if handed > 0 { handed } else { have as u32 * bs };
         let n = target.saturating_sub(start).min(budget);
         let new_blocks = self.pool.blocks_for(start + n) - hit as u32;
-        // Counting the free blocks among the hit's takes a pass over them; only needed when they might
-        // be what tips it over.
+        // Counting the free blocks among the hit takes a pass over them: needed only when they could
+        // decide whether the sequence fits.
         let free = self.pool.free();
         if free < new_blocks + blocks.len() as u32
             && free < new_blocks + self.pool.free_among(&blocks)

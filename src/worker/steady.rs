@@ -7,7 +7,7 @@
 //! their ends and the starts that follow complete no sequence, admit, preempt or sample nothing for the
 //! first time, and charge no recompute. So the engine may apply them in bulk
 //! ([`Worker::advance_steady`]) with exactly the durations stepping one by one would give
-//! ([`Worker::steady_step_time`]).
+//! ([`Worker::steady_step_times`]).
 //!
 //! Two kinds of run, by what the steps may do to the KV pool ([`Worker::steady_steps_after`]):
 //! - **within blocks**: no step end fills a block and no step start allocates one, so the pool does not
@@ -92,18 +92,13 @@ impl Worker {
             .sum()
     }
 
-    /// The duration of the `m`-th step after the steady step in flight (`m >= 1`): the same batch with
-    /// every sequence's context `m` tokens longer. Equal, to the nanosecond, to what
-    /// [`Worker::start_step`] computes for that step: the batch's attention pairs `Σ (c_i + ½)` are sums
-    /// of halves far below 2^52, exact in `f64` in any order, and [`PerfModel::batch`] splits the step
-    /// time without changing its arithmetic.
+    /// Appends to `out` the durations of the steps `m = 1..=k` after the steady step in flight: the
+    /// same batch with every sequence's context `m` tokens longer, its fixed cost computed once. Equal,
+    /// to the nanosecond, to what [`Worker::start_step`] computes for those steps: the batch's attention
+    /// pairs `Σ (c_i + ½)` are sums of halves far below 2^52, exact in `f64` in any order, and
+    /// [`PerfModel::batch`] splits the step time without changing its arithmetic.
     ///
     /// [`PerfModel::batch`]: crate::hardware::PerfModel::batch
-    pub fn steady_step_time(&self, m: u32) -> SimDuration {
-        self.scaled_step_time(&self.steady_shape(m))
-    }
-
-    /// Appends [`Worker::steady_step_time`] of `m = 1..=k` to `out`, costing the batch's fixed part once.
     pub fn steady_step_times(&self, k: u32, out: &mut Vec<SimDuration>) {
         if k == 0 {
             return;
@@ -113,6 +108,13 @@ impl Worker {
             let (context, pairs) = self.steady_context_at(m);
             self.slowed(cost.time(context, pairs))
         }));
+    }
+
+    /// The duration of the `m`-th step after the steady step in flight, computed from scratch as
+    /// [`Worker::start_step`] does: what tests hold [`Worker::steady_step_times`] to.
+    #[cfg(test)]
+    pub fn steady_step_time(&self, m: u32) -> SimDuration {
+        self.scaled_step_time(&self.steady_shape(m))
     }
 
     /// The batch of the `m`-th step after the steady step in flight (`m >= 1`).
@@ -139,7 +141,7 @@ impl Worker {
 
     /// Applies `durations.len()` pure steps at once: the end of the step in flight and the start of the
     /// next, that many times. `durations` are the started steps' durations
-    /// ([`Worker::steady_step_time`] for `m = 1, 2, …`), and at most [`Worker::steady_steps_after`]
+    /// ([`Worker::steady_step_times`] from `m = 1`), and at most [`Worker::steady_steps_after`]
     /// of them. For each of those starts that allocated blocks, appends `(m, used)` to `allocated`:
     /// the step, and the blocks in use once it started.
     pub fn advance_steady(&mut self, durations: &[SimDuration], allocated: &mut Vec<(u32, u32)>) {

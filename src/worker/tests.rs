@@ -206,8 +206,7 @@ fn a_hit_on_free_blocks_counts_them_against_the_free_space() {
     h.enqueue(request(1, &[(10, 4)], 1), 0);
     assert_eq!(h.step().1.len(), 1);
     // Request 3: 51 tokens → 13 fresh blocks, 12 of them full (its next token still fits in the 13th),
-    // leaving 3 free:
-    // two fresh and request 1's.
+    // leaving 3 free: two fresh and request 1's.
     h.enqueue(request(3, &[(30, 51)], 5), 0);
     h.step();
     assert_eq!((h.w.pool.free(), h.w.pool.cached_blocks()), (3, 13));
