@@ -29,6 +29,27 @@ fn event_queue(c: &mut Criterion) {
             });
         });
     }
+    // The engine's events are about a hundred bytes (an arrival carries its request); the heap moves
+    // only their keys.
+    for pending in [1024usize, 8192] {
+        g.throughput(Throughput::Elements(1));
+        g.bench_with_input(
+            BenchmarkId::new("push_pop_96_byte_event", pending),
+            &pending,
+            |b, &n| {
+                let mut q = EventQueue::default();
+                for i in 0..n as u64 {
+                    q.push(SimTime(i * 1000), Class::StepDone, [i; 12]);
+                }
+                let mut t = n as u64 * 1000;
+                b.iter(|| {
+                    let (_, e) = q.pop().unwrap();
+                    t += 1000;
+                    q.push(SimTime(t), Class::StepDone, black_box(e));
+                });
+            },
+        );
+    }
     g.finish();
 }
 

@@ -78,13 +78,15 @@ pub(super) fn run(
             profile.render(setup, simulated, total, output.summary.sim.events)
         );
         eprintln!(
-            "  of which {} decode steps applied in bulk by the fast path{}",
+            "  of which {} decode steps applied in bulk by the fast path{} ({} planned in {} runs)",
             output.bulk_steps,
             if options.step_by_step {
                 " (off: --step-by-step)"
             } else {
                 ""
-            }
+            },
+            output.planned_steps,
+            output.planned_runs,
         );
     }
     Ok(())

@@ -156,6 +156,10 @@ pub struct RunOutput {
     /// Decode steps the fast path applied in bulk, without an event of their own (counted in
     /// `summary.sim.events` all the same).
     pub bulk_steps: u64,
+    /// Runs of pure steps the fast path planned, and the steps they planned (a run is cut short when
+    /// something touches its worker, so fewer are applied).
+    pub planned_runs: u64,
+    pub planned_steps: u64,
 }
 
 /// One simulation, from a scenario to a summary.
@@ -214,6 +218,9 @@ pub struct Simulation {
     prof: Profile,
     /// Decode steps applied in bulk by the fast path.
     bulk_steps: u64,
+    /// Runs of pure steps planned, and their steps.
+    planned_runs: u64,
+    planned_steps: u64,
     /// Whether runs of pure steps may cross block boundaries (`steady_run.rs`); decided when the run
     /// starts.
     across_blocks: bool,
@@ -376,6 +383,8 @@ impl Simulation {
             class_now: Class::Fault,
             prof: Profile::new(false),
             bulk_steps: 0,
+            planned_runs: 0,
+            planned_steps: 0,
             across_blocks: false,
             pending: vec![SimTime::MAX; n],
             allocated: Vec::new(),
@@ -1132,6 +1141,8 @@ impl Simulation {
             requests_written: None,
             profile: self.prof.enabled().then_some(self.prof),
             bulk_steps: self.bulk_steps,
+            planned_runs: self.planned_runs,
+            planned_steps: self.planned_steps,
         }
     }
 }

@@ -28,40 +28,62 @@ pub enum Class {
     Gateway = 3,
 }
 
-struct Entry<E> {
+/// The heap's record of one pending event: its place in the order and the slot its event waits in.
+/// The heap moves only these 32-byte keys as it sifts; the events (a request with its segments is a
+/// hundred bytes) stay put in their slots until popped.
+#[derive(Clone, Copy)]
+struct Key {
     time: SimTime,
-    class: Class,
-    rank: u64,
+    /// The class in the top two bits, the rank below: one comparison orders both.
+    class_rank: u64,
     seq: u64,
-    event: E,
+    slot: u32,
 }
 
-impl<E> PartialEq for Entry<E> {
+impl Key {
+    /// Ranks below this fit under the class bits.
+    const MAX_RANK: u64 = 1 << 62;
+
+    fn order(&self) -> (SimTime, u64, u64) {
+        (self.time, self.class_rank, self.seq)
+    }
+
+    fn class(&self) -> Class {
+        match self.class_rank >> 62 {
+            0 => Class::Fault,
+            1 => Class::Arrival,
+            2 => Class::StepDone,
+            _ => Class::Gateway,
+        }
+    }
+}
+
+impl PartialEq for Key {
     fn eq(&self, o: &Self) -> bool {
-        self.key() == o.key()
+        self.order() == o.order()
     }
 }
-impl<E> Eq for Entry<E> {}
-impl<E> Entry<E> {
-    fn key(&self) -> (SimTime, Class, u64, u64) {
-        (self.time, self.class, self.rank, self.seq)
-    }
-}
-impl<E> PartialOrd for Entry<E> {
+impl Eq for Key {}
+impl PartialOrd for Key {
     fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
         Some(self.cmp(o))
     }
 }
-impl<E> Ord for Entry<E> {
+impl Ord for Key {
     /// Reversed: `BinaryHeap` is a max-heap and we pop the smallest key.
     fn cmp(&self, o: &Self) -> Ordering {
-        o.key().cmp(&self.key())
+        o.order().cmp(&self.order())
     }
 }
 
 /// A priority queue of events under the total order `(time, class, rank, sequence)`.
+///
+/// Invariant: every key in `heap` names a distinct slot of `slots` holding an event, every other slot
+/// is empty and listed once in `vacant`.
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry<E>>,
+    heap: BinaryHeap<Key>,
+    slots: Vec<Option<E>>,
+    vacant: Vec<u32>,
     next_seq: u64,
 }
 
@@ -69,6 +91,8 @@ impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         EventQueue {
             heap: BinaryHeap::new(),
+            slots: Vec::new(),
+            vacant: Vec::new(),
             next_seq: 0,
         }
     }
@@ -80,26 +104,43 @@ impl<E> EventQueue<E> {
         self.push_ranked(time, class, 0, event);
     }
 
-    /// Schedules `event` at `time`, after every event of the same time and class with a lower `rank`.
+    /// Schedules `event` at `time`, after every event of the same time and class with a lower `rank`
+    /// (below 2^62).
     pub fn push_ranked(&mut self, time: SimTime, class: Class, rank: u64, event: E) {
-        self.heap.push(Entry {
+        assert!(rank < Key::MAX_RANK, "event rank {rank} out of range");
+        let slot = match self.vacant.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = Some(event);
+                slot
+            }
+            None => {
+                let slot = u32::try_from(self.slots.len()).expect("under 2^32 pending events");
+                self.slots.push(Some(event));
+                slot
+            }
+        };
+        self.heap.push(Key {
             time,
-            class,
-            rank,
+            class_rank: ((class as u64) << 62) | rank,
             seq: self.next_seq,
-            event,
+            slot,
         });
         self.next_seq += 1;
     }
 
     /// Removes and returns the first event in the total order.
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
-        self.heap.pop().map(|e| (e.time, e.event))
+        self.pop_with_class().map(|(t, _, e)| (t, e))
     }
 
     /// [`EventQueue::pop`], with the event's class.
     pub fn pop_with_class(&mut self) -> Option<(SimTime, Class, E)> {
-        self.heap.pop().map(|e| (e.time, e.class, e.event))
+        let key = self.heap.pop()?;
+        let event = self.slots[key.slot as usize]
+            .take()
+            .expect("a queued key names a full slot");
+        self.vacant.push(key.slot);
+        Some((key.time, key.class(), event))
     }
 
     /// Events pending.
@@ -150,5 +191,87 @@ mod tests {
                 "gateway"
             ]
         );
+    }
+
+    #[test]
+    fn keys_are_32_bytes_whatever_the_event() {
+        assert_eq!(std::mem::size_of::<Key>(), 32);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of range")]
+    fn a_rank_that_would_overwrite_the_class_is_refused() {
+        let mut q = EventQueue::default();
+        q.push_ranked(SimTime(1), Class::Fault, Key::MAX_RANK, ());
+    }
+
+    #[test]
+    fn every_class_comes_back_as_it_went_in() {
+        let mut q = EventQueue::default();
+        for class in [
+            Class::Gateway,
+            Class::StepDone,
+            Class::Arrival,
+            Class::Fault,
+        ] {
+            q.push_ranked(SimTime(7), class, Key::MAX_RANK - 1, class);
+        }
+        let order: Vec<_> = std::iter::from_fn(|| q.pop_with_class()).collect();
+        assert_eq!(
+            order,
+            [
+                Class::Fault,
+                Class::Arrival,
+                Class::StepDone,
+                Class::Gateway
+            ]
+            .map(|c| (SimTime(7), c, c))
+        );
+    }
+
+    fn class_of(i: u8) -> Class {
+        [
+            Class::Fault,
+            Class::Arrival,
+            Class::StepDone,
+            Class::Gateway,
+        ][i as usize % 4]
+    }
+
+    proptest::proptest! {
+        /// Pushes and pops interleaved at random pop exactly what sorting the pending events by
+        /// `(time, class, rank, order of scheduling)` says, and slots are reused, never lost.
+        #[test]
+        fn pops_follow_the_total_order_under_any_interleaving(
+            ops in proptest::collection::vec(
+                proptest::option::of((0u64..20, 0u8..4, 0u64..4)), 1..400),
+        ) {
+            let mut q = EventQueue::default();
+            let mut reference: Vec<(SimTime, Class, u64, u64)> = Vec::new();
+            let mut scheduled = 0u64;
+            let mut most_pending = 0;
+            for op in ops {
+                match op {
+                    Some((t, c, rank)) => {
+                        q.push_ranked(SimTime(t), class_of(c), rank, scheduled);
+                        reference.push((SimTime(t), class_of(c), rank, scheduled));
+                        scheduled += 1;
+                    }
+                    None => {
+                        reference.sort();
+                        let want = (!reference.is_empty()).then(|| reference.remove(0));
+                        let got = q.pop_with_class();
+                        proptest::prop_assert_eq!(
+                            got,
+                            want.map(|(t, c, _, id)| (t, c, id))
+                        );
+                    }
+                }
+                most_pending = most_pending.max(reference.len());
+                proptest::prop_assert_eq!(q.len(), reference.len());
+                proptest::prop_assert!(q.slots.len() <= most_pending);
+                proptest::prop_assert_eq!(q.slots.len(), q.len() + q.vacant.len());
+            }
+        }
     }
 }

@@ -87,6 +87,8 @@ impl Simulation {
         run.applied = 0;
         run.ends.push(end);
         worker.steady_step_times(k, &mut run.durations);
+        self.planned_runs += 1;
+        self.planned_steps += k as u64;
         let mut t = end;
         for &d in &run.durations {
             t += d;

@@ -61,6 +61,55 @@ fn run_writes_results_and_prints_the_summary() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `run --profile` breaks the wall time down by phase and counts the fast path's steps: applied in bulk,
+/// planned, and in how many runs (a run applies at most what it planned, and plans at least one step).
+#[test]
+fn run_profile_prints_the_phases_and_the_fast_paths_counts() {
+    let dir = std::env::temp_dir().join(format!("fleetsim-cli-profile-{}", std::process::id()));
+    let out = fleetsim()
+        .args([
+            "run",
+            "--quiet",
+            "--profile",
+            "--set",
+            "duration=\"20s\"",
+            "--out",
+        ])
+        .arg(&dir)
+        .arg(scenario_path("quickstart.toml"))
+        .assert()
+        .success();
+    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    for phase in [
+        "routing",
+        "worker steps",
+        "KV bookkeeping",
+        "metrics",
+        "event loop",
+        "total",
+    ] {
+        assert!(stderr.contains(phase), "no {phase} in {stderr}");
+    }
+    let counts = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("of which "))
+        .unwrap_or_else(|| panic!("no fast-path line in {stderr}"));
+    let numbers: Vec<u64> = counts
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.parse().unwrap())
+        .collect();
+    let [applied, planned, runs] = numbers[..] else {
+        panic!("expected three counts in {counts:?}");
+    };
+    assert!(applied > 0, "{counts}");
+    assert!(
+        applied <= planned && runs <= planned && runs > 0,
+        "{counts}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `run_info.json` says where the numbers came from: version, commit, date, seed, profiles, `[meta]`,
 /// and the resolved scenario.
 #[test]
