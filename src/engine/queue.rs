@@ -193,6 +193,27 @@ mod tests {
         );
     }
 
+    /// `BinaryHeap` only ever calls `cmp`, but `Eq` must agree with it (the `Ord` contract).
+    #[test]
+    fn keys_are_equal_exactly_when_they_order_equal() {
+        let key = |time, class_rank, seq, slot| Key {
+            time: SimTime(time),
+            class_rank,
+            seq,
+            slot,
+        };
+        let a = key(5, 1, 7, 0);
+        for (b, equal) in [
+            (key(5, 1, 7, 3), true), // the slot is not part of the order
+            (key(6, 1, 7, 0), false),
+            (key(5, 2, 7, 0), false),
+            (key(5, 1, 8, 0), false),
+        ] {
+            assert_eq!(a == b, equal);
+            assert_eq!(a.cmp(&b) == Ordering::Equal, equal);
+        }
+    }
+
     #[test]
     fn keys_are_32_bytes_whatever_the_event() {
         assert_eq!(std::mem::size_of::<Key>(), 32);

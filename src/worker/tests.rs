@@ -137,6 +137,23 @@ fn a_prompt_without_a_hit_is_computed_whole_and_samples_at_the_step_end() {
     assert!(h.w.start_step(h.now).is_none(), "nothing left to do");
 }
 
+/// The step that computes a prompt's last token reports the request's first token, once, in batch
+/// order: the router hears of it there (`dynamo_kv` moves the request's prefill out of its active
+/// load; latency observers get its TTFT). A request done at its first token is reported as well.
+#[test]
+fn the_step_that_ends_a_prefill_reports_its_first_token_once() {
+    let mut h = Harness::new(worker(16, 8));
+    h.enqueue(request(1, &[(10, 20)], 3), 0);
+    h.enqueue(request(2, &[(20, 3)], 1), 0);
+    // Chunks of 8, 8, then 1's last 4 with 2's 3 tokens; then decodes.
+    let mut reported = Vec::new();
+    while h.w.start_step(h.now).is_some() {
+        h.now += SimDuration::from_millis(1);
+        reported.push(h.w.finish_step(h.now).first_tokens);
+    }
+    assert_eq!(reported, [vec![], vec![], vec![1, 2], vec![], vec![]]);
+}
+
 #[test]
 fn a_long_prompt_is_prefilled_in_budget_sized_chunks_across_steps() {
     let mut h = Harness::new(worker(16, 8));
