@@ -24,16 +24,26 @@ fn every_bundled_scenario_validates() {
     }
 }
 
+/// `fleetsim run --quiet <extra> --set duration="20s" --out <dir> scenarios/quickstart.toml`, which
+/// must succeed.
+fn run_quickstart_for_20s(dir: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    fleetsim()
+        .args(["run", "--quiet"])
+        .args(extra)
+        .args(["--set", "duration=\"20s\"", "--out"])
+        .arg(dir)
+        .arg(scenario_path("quickstart.toml"))
+        .assert()
+        .success()
+        .get_output()
+        .clone()
+}
+
 #[test]
 fn run_writes_results_and_prints_the_summary() {
     let dir = std::env::temp_dir().join(format!("fleetsim-cli-test-{}", std::process::id()));
-    let out = fleetsim()
-        .args(["run", "--quiet", "--set", "duration=\"20s\"", "--out"])
-        .arg(&dir)
-        .arg(scenario_path("quickstart.toml"))
-        .assert()
-        .success();
-    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let out = run_quickstart_for_20s(&dir, &[]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("TTFT"), "{stdout}");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
@@ -66,20 +76,8 @@ fn run_writes_results_and_prints_the_summary() {
 #[test]
 fn run_profile_prints_the_phases_and_the_fast_paths_counts() {
     let dir = std::env::temp_dir().join(format!("fleetsim-cli-profile-{}", std::process::id()));
-    let out = fleetsim()
-        .args([
-            "run",
-            "--quiet",
-            "--profile",
-            "--set",
-            "duration=\"20s\"",
-            "--out",
-        ])
-        .arg(&dir)
-        .arg(scenario_path("quickstart.toml"))
-        .assert()
-        .success();
-    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    let out = run_quickstart_for_20s(&dir, &["--profile"]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
     for phase in [
         "routing",
         "worker steps",
