@@ -12,42 +12,35 @@ use fleetsim::scenario::Scenario;
 use fleetsim::time::{SimDuration, SimTime};
 use fleetsim::worker::kv_cache::BlockPool;
 
+/// Pops the first of `n` pending events and schedules it again later, as a run's steady state does.
+fn push_pop<E>(b: &mut criterion::Bencher, n: usize, event: impl Fn(u64) -> E) {
+    let mut q = EventQueue::default();
+    for i in 0..n as u64 {
+        q.push(SimTime(i * 1000), Class::StepDone, event(i));
+    }
+    let mut t = n as u64 * 1000;
+    b.iter(|| {
+        let (_, e) = q.pop().unwrap();
+        t += 1000;
+        q.push(SimTime(t), Class::StepDone, black_box(e));
+    });
+}
+
 fn event_queue(c: &mut Criterion) {
     let mut g = c.benchmark_group("event_queue");
+    g.throughput(Throughput::Elements(1));
     for pending in [16usize, 1024] {
-        g.throughput(Throughput::Elements(1));
         g.bench_with_input(BenchmarkId::new("push_pop", pending), &pending, |b, &n| {
-            let mut q = EventQueue::default();
-            for i in 0..n as u64 {
-                q.push(SimTime(i * 1000), Class::StepDone, i);
-            }
-            let mut t = n as u64 * 1000;
-            b.iter(|| {
-                let (_, e) = q.pop().unwrap();
-                t += 1000;
-                q.push(SimTime(t), Class::StepDone, black_box(e));
-            });
+            push_pop(b, n, |i| i)
         });
     }
-    // The engine's events are about a hundred bytes (an arrival carries its request); the heap moves
-    // only their keys.
+    // The engine's events are 96 bytes (an arrival carries its request); the heap moves only their
+    // keys.
     for pending in [1024usize, 8192] {
-        g.throughput(Throughput::Elements(1));
         g.bench_with_input(
             BenchmarkId::new("push_pop_96_byte_event", pending),
             &pending,
-            |b, &n| {
-                let mut q = EventQueue::default();
-                for i in 0..n as u64 {
-                    q.push(SimTime(i * 1000), Class::StepDone, [i; 12]);
-                }
-                let mut t = n as u64 * 1000;
-                b.iter(|| {
-                    let (_, e) = q.pop().unwrap();
-                    t += 1000;
-                    q.push(SimTime(t), Class::StepDone, black_box(e));
-                });
-            },
+            |b, &n| push_pop(b, n, |i| [i; 12]),
         );
     }
     g.finish();

@@ -79,14 +79,14 @@ pub(super) fn run(
         );
         eprintln!(
             "  of which {} decode steps applied in bulk by the fast path{} ({} planned in {} runs)",
-            output.bulk_steps,
+            output.fast_path.bulk_steps,
             if options.step_by_step {
                 " (off: --step-by-step)"
             } else {
                 ""
             },
-            output.planned_steps,
-            output.planned_runs,
+            output.fast_path.planned_steps,
+            output.fast_path.planned_runs,
         );
     }
     Ok(())

@@ -153,11 +153,18 @@ pub struct RunOutput {
     pub requests_written: Option<u64>,
     /// Wall time by phase, if profiling was asked for ([`Simulation::profile`]).
     pub profile: Option<Profile>,
-    /// Decode steps the fast path applied in bulk, without an event of their own (counted in
-    /// `summary.sim.events` all the same).
+    /// What the decode fast path did.
+    pub fast_path: FastPathCounts,
+}
+
+/// What the decode fast path did in a run (`run --profile` prints it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FastPathCounts {
+    /// Decode steps applied in bulk, without an event of their own (counted in `summary.sim.events`
+    /// all the same).
     pub bulk_steps: u64,
-    /// Runs of pure steps the fast path planned, and the steps they planned (a run is cut short when
-    /// something touches its worker, so fewer are applied).
+    /// Runs of pure steps planned, and the steps they planned (a run is cut short when something
+    /// touches its worker, so at most that many are applied).
     pub planned_runs: u64,
     pub planned_steps: u64,
 }
@@ -216,11 +223,8 @@ pub struct Simulation {
     class_now: Class,
     /// Wall time by phase (`--profile`).
     prof: Profile,
-    /// Decode steps applied in bulk by the fast path.
-    bulk_steps: u64,
-    /// Runs of pure steps planned, and their steps.
-    planned_runs: u64,
-    planned_steps: u64,
+    /// What the decode fast path did.
+    fast_counts: FastPathCounts,
     /// Whether runs of pure steps may cross block boundaries (`steady_run.rs`); decided when the run
     /// starts.
     across_blocks: bool,
@@ -382,9 +386,7 @@ impl Simulation {
             next_stamp: 0,
             class_now: Class::Fault,
             prof: Profile::new(false),
-            bulk_steps: 0,
-            planned_runs: 0,
-            planned_steps: 0,
+            fast_counts: FastPathCounts::default(),
             across_blocks: false,
             pending: vec![SimTime::MAX; n],
             allocated: Vec::new(),
@@ -1140,9 +1142,7 @@ impl Simulation {
             decisions: self.router.log,
             requests_written: None,
             profile: self.prof.enabled().then_some(self.prof),
-            bulk_steps: self.bulk_steps,
-            planned_runs: self.planned_runs,
-            planned_steps: self.planned_steps,
+            fast_path: self.fast_counts,
         }
     }
 }

@@ -29,8 +29,8 @@ pub enum Class {
 }
 
 /// The heap's record of one pending event: its place in the order and the slot its event waits in.
-/// The heap moves only these 32-byte keys as it sifts; the events (a request with its segments is a
-/// hundred bytes) stay put in their slots until popped.
+/// The heap moves only these 32-byte keys as it sifts; the events (the engine's are 96 bytes: an
+/// arrival carries its request) stay put in their slots until popped.
 #[derive(Clone, Copy)]
 struct Key {
     time: SimTime,

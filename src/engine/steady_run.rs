@@ -87,8 +87,8 @@ impl Simulation {
         run.applied = 0;
         run.ends.push(end);
         worker.steady_step_times(k, &mut run.durations);
-        self.planned_runs += 1;
-        self.planned_steps += k as u64;
+        self.fast_counts.planned_runs += 1;
+        self.fast_counts.planned_steps += k as u64;
         let mut t = end;
         for &d in &run.durations {
             t += d;
@@ -150,7 +150,7 @@ impl Simulation {
         }
         self.allocated = allocated;
         self.events += (upto - from) as u64;
-        self.bulk_steps += (upto - from) as u64;
+        self.fast_counts.bulk_steps += (upto - from) as u64;
         let run = &self.runs[w];
         self.pending[w] = if upto < run.durations.len() {
             run.ends[upto]

@@ -16,7 +16,7 @@ fn both_ways(s: &Scenario, what: &str) -> RunOutput {
         "fast path",
     );
     assert_eq!(
-        slow.bulk_steps, 0,
+        slow.fast_path.bulk_steps, 0,
         "{what}: stepping one by one skipped steps"
     );
     fast
@@ -28,7 +28,7 @@ fn both_ways(s: &Scenario, what: &str) -> RunOutput {
 fn every_bundled_scenario_gives_the_same_summary_both_ways() {
     let mut bulk = 0;
     for (path, s) in bundled_scenarios(1500) {
-        bulk += both_ways(&s, &path).bulk_steps;
+        bulk += both_ways(&s, &path).fast_path.bulk_steps;
     }
     // Not vacuous: the fast path really skipped steps somewhere.
     assert!(bulk > 1_000, "only {bulk} steps were applied in bulk");
@@ -57,7 +57,11 @@ fn a_lone_decode_is_mostly_applied_in_bulk() {
         1 + 2000,
         "an arrival and 2,000 step ends"
     );
-    assert!(out.bulk_steps >= 1_749, "{} bulk steps", out.bulk_steps);
+    assert!(
+        out.fast_path.bulk_steps >= 1_749,
+        "{} bulk steps",
+        out.fast_path.bulk_steps
+    );
 }
 
 /// Runs cross KV block boundaries when nothing but the worker reads its pool between events: a lone
@@ -79,17 +83,17 @@ fn runs_cross_block_boundaries_unless_something_reads_the_pool() {
     // The prefill step samples the first token and the first decode step (real) the second; the
     // 1,998 steps after it are pure, the last of them ending the run.
     let across = both_ways(&lone(&["router.policy=\"round_robin\""]), "round robin");
-    assert_eq!(across.bulk_steps, 1_998);
+    assert_eq!(across.fast_path.bulk_steps, 1_998);
     let within = both_ways(&lone(&["router.policy=\"least_kv\""]), "least_kv");
     assert!(
-        (1_749..1_998).contains(&within.bulk_steps),
+        (1_749..1_998).contains(&within.fast_path.bulk_steps),
         "least_kv: {} bulk steps",
-        within.bulk_steps
+        within.fast_path.bulk_steps
     );
     let mut checked = Simulation::from_scenario(&lone(&["router.policy=\"round_robin\""])).unwrap();
     checked.check_invariants_every_step(true);
     assert_eq!(
-        checked.run(&mut |_| {}).bulk_steps,
+        checked.run(&mut |_| {}).fast_path.bulk_steps,
         0,
         "checking every step applies none in bulk"
     );
@@ -117,7 +121,7 @@ fn policies_blind_to_kv_use_give_the_same_summary_both_ways() {
             format!("router.policy=\"{policy}\""),
         ];
         let s = Scenario::load(&path, &o).unwrap();
-        assert!(both_ways(&s, policy).bulk_steps > 0, "{policy}");
+        assert!(both_ways(&s, policy).fast_path.bulk_steps > 0, "{policy}");
     }
 }
 
@@ -176,7 +180,10 @@ fn disaggregated_fleets_give_the_same_summary_both_ways() {
         o.push("max_requests=600".into());
         let s = Scenario::load(&path, &o).unwrap();
         let out = both_ways(&s, &format!("{o:?}"));
-        assert!(out.bulk_steps > 0, "{o:?}: no steps applied in bulk");
+        assert!(
+            out.fast_path.bulk_steps > 0,
+            "{o:?}: no steps applied in bulk"
+        );
         assert!(out.summary.disaggregation.is_some());
     }
 }
@@ -251,5 +258,9 @@ fn hot_prefix_replication_gives_the_same_summary_both_ways() {
     let out = both_ways(&s, "hot-prefix-replication");
     let r = out.summary.replication.unwrap();
     assert!(r.copies > 0 && r.blocks_registered > 0, "{r:?}");
-    assert!(out.bulk_steps > 1_000, "{} bulk steps", out.bulk_steps);
+    assert!(
+        out.fast_path.bulk_steps > 1_000,
+        "{} bulk steps",
+        out.fast_path.bulk_steps
+    );
 }
