@@ -285,3 +285,28 @@ fn indexing_every_block_is_a_switch_on_every_worker() {
     sim.index_every_block(false);
     assert!(sim.workers.iter().all(|w| w.private_blocks));
 }
+
+/// The decode fast path counts what it did, and every pure step it applied in bulk still counts as the
+/// event it replaced: the same `events` as stepping one by one, no more steps applied than planned.
+/// The prompts are alike, so each arrival looks at the other worker's cache and catches that worker's
+/// run up part of the way (its later steps are applied from there on).
+#[test]
+fn the_fast_path_counts_its_steps_and_keeps_the_event_count() {
+    let requests = || {
+        (0..12)
+            .map(|i| request(i, SimTime(i * 7_000_000), 7, 40, 60))
+            .collect::<Vec<_>>()
+    };
+    let (fast, _) = simulation(2, requests());
+    let fast = fast.run(&mut |_| {});
+    let (mut slow, _) = simulation(2, requests());
+    slow.step_by_step(true);
+    let slow = slow.run(&mut |_| {});
+    assert_eq!(fast.summary.sim.events, slow.summary.sim.events);
+    assert_eq!(slow.fast_path, FastPathCounts::default());
+    let counts = fast.fast_path;
+    assert!(counts.bulk_steps > 0, "{counts:?}");
+    assert!(counts.planned_runs > 0, "{counts:?}");
+    assert!(counts.bulk_steps <= counts.planned_steps, "{counts:?}");
+    assert!(counts.bulk_steps < fast.summary.sim.events, "{counts:?}");
+}
