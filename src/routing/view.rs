@@ -213,20 +213,27 @@ impl RunLru {
     /// How many leading blocks of `hashes` (chained) are on the list: the walk of [`RunLru::route`],
     /// without moving anything. `first` is the answer of its first lookup, [`RunLru::first_run`],
     /// which a caller asking many workers makes for all of them first.
-    fn held_prefix(&self, first: Option<u32>, hashes: &[u64]) -> usize {
-        let mut i = 0;
-        let mut run = first;
+    ///
+    /// `guess` is where the first run's share is likely to end (what it was for another worker: the
+    /// shared system prompt ends at the same block everywhere); a right guess is confirmed by reading
+    /// the two blocks around it instead of the whole shared stretch. Returns the answer and where the
+    /// first run's share ended (0 without a first run), the next worker's guess.
+    fn held_prefix(&self, first: Option<u32>, hashes: &[u64], guess: usize) -> (usize, usize) {
+        let Some(r) = first else { return (0, 0) };
+        let mut i = chained_prefix_len(self.runs[r as usize].held(), hashes, guess);
+        let first_share = i;
+        let mut run = self.first_run(&hashes[i..]);
         while let Some(r) = run {
             i += self.shared(r, &hashes[i..]);
             run = self.first_run(&hashes[i..]);
         }
-        i
+        (i, first_share)
     }
 
     /// How many leading blocks of `hashes` run `r` holds, from its first (at least one when `hashes`
     /// begins with that block).
     fn shared(&self, r: u32, hashes: &[u64]) -> usize {
-        common_prefix_len(self.runs[r as usize].held(), hashes)
+        chained_prefix_len(self.runs[r as usize].held(), hashes, 0)
     }
 
     /// When the least recently routed blocks were routed, if any.
@@ -466,12 +473,40 @@ impl CacheView {
                 .iter()
                 .map(|lru| lru.first_run(hashes).unwrap_or(NIL)),
         );
+        let mut guess = 0;
         for (held, lru) in out.iter_mut().zip(&self.approx) {
             let first = (*held != NIL).then_some(*held);
-            *held = lru.held_prefix(first, hashes) as u32;
+            let (prefix, first_share) = lru.held_prefix(first, hashes, guess);
+            *held = prefix as u32;
+            if first_share > 0 {
+                guess = first_share;
+            }
         }
         None
     }
+}
+
+/// [`common_prefix_len`] of `a` and `b`, two stretches of chained block hashes that begin with the
+/// same block (so they are equal at a position only if they are equal at every position before it),
+/// reading as little as that allows: when they agree at their last common position, all of the
+/// shorter one is shared (a conversation's next turn against its last one); else when they agree at
+/// `guess - 1` and not at `guess`, exactly `guess` blocks are (a system prompt's end, the same for
+/// every worker); else a scan finds the first difference.
+fn chained_prefix_len(a: &[u64], b: &[u64], guess: usize) -> usize {
+    let n = a.len().min(b.len());
+    let found = if n == 0 || a[n - 1] == b[n - 1] {
+        n
+    } else if guess >= 1 && guess < n && a[guess - 1] == b[guess - 1] && a[guess] != b[guess] {
+        guess
+    } else {
+        common_prefix_len(a, b)
+    };
+    debug_assert_eq!(
+        found,
+        common_prefix_len(a, b),
+        "the hashes are not chained: two reads that bound the common prefix disagree with a scan"
+    );
+    found
 }
 
 /// Applies a cache event to the index (an event-fed view always keeps one).
@@ -796,5 +831,22 @@ mod tests {
         let mut out = Vec::new();
         v.overlaps(&[1, 2], &mut out);
         assert_eq!(out, [2]);
+    }
+
+    proptest! {
+        /// The reads that bound a common prefix of chained hashes find what a scan finds, whatever
+        /// the guess.
+        #[test]
+        fn a_chained_prefix_is_the_scanned_one_for_every_guess(
+            shared in prop::collection::vec(0u8..4, 1..40),
+            a_tail in prop::collection::vec(0u8..4, 0..20),
+            b_tail in prop::collection::vec(0u8..4, 0..20),
+            guess in 0usize..70,
+        ) {
+            let a = chain(&[shared.clone(), a_tail].concat());
+            let b = chain(&[shared, b_tail].concat());
+            prop_assert_eq!(chained_prefix_len(&a, &b, guess), common_prefix_len(&a, &b));
+            prop_assert_eq!(chained_prefix_len(&b, &a, guess), common_prefix_len(&a, &b));
+        }
     }
 }
