@@ -82,9 +82,9 @@ pub(super) fn scaling(
         identical: first == second,
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        outln!("{}", serde_json::to_string_pretty(&result)?);
     } else {
-        print!("{}", render(&result));
+        out!("{}", render(&result));
     }
     if !result.identical {
         bail!("the runs' summaries differ between the one-thread and the parallel pass");

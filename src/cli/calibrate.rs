@@ -50,16 +50,16 @@ pub(super) fn calibrate(
             output::write_file(path, text.as_bytes(), &[])?;
         }
     }
-    print!("{}", calibration::report::profiles_table(&c));
+    out!("{}", calibration::report::profiles_table(&c));
     let (median, max) = c.published_errors();
-    println!(
+    outln!(
         "published Splitwise points (held out of the fit): {}, median error {:.1}%, max {:.1}%",
         c.published.len(),
         median * 100.0,
         max * 100.0
     );
     for r in &c.external {
-        println!(
+        outln!(
             "published {}: {} predicted {:.1} ({:+.1}%)",
             r.point.label(),
             r.point.published,
@@ -68,7 +68,7 @@ pub(super) fn calibrate(
         );
     }
     let (median, max) = c.external_errors();
-    println!(
+    outln!(
         "published end-to-end points (in none of the data): {}, median error {:.1}%, max {:.1}%",
         c.external.len(),
         median * 100.0,
@@ -106,7 +106,7 @@ pub(super) fn calibrate_measurements(csv: &Path, key: ProfileKey, out: &Path) ->
     crate::hardware::check_precision(key.gpu, key.precision).map_err(anyhow::Error::msg)?;
     output::check_file(out, &[csv])?;
     let fit = Measurements::read(csv, key)?.fit();
-    print!("{}", fit.table());
+    out!("{}", fit.table());
     fit.check()?;
     output::write_file(out, fit.profile_file().as_bytes(), &[csv])?;
     eprintln!(

@@ -95,7 +95,7 @@ pub(super) fn compare(
     }
     let (outputs, walls): (Vec<_>, Vec<_>) = timed.into_iter().unzip();
     let cmp = compare::Comparison::new(&scenario, &contenders, &outputs);
-    print!("{}", cmp.to_markdown());
+    out!("{}", cmp.to_markdown());
     if let Some(ResultsDir { dir, .. }) = out {
         for ((c, o), wall) in contenders.iter().zip(&outputs).zip(walls) {
             report::write_files(
@@ -124,7 +124,7 @@ pub(super) fn compare(
                 ("report.html".into(), page.into_bytes()),
             ],
         )?;
-        println!("\nresults written to {}", dir.display());
+        outln!("\nresults written to {}", dir.display());
     }
     Ok(())
 }

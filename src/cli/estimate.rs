@@ -45,6 +45,6 @@ pub(super) fn estimate(a: Args, profile: Option<&Path>, json: bool) -> Result<()
         },
     })
     .map_err(anyhow::Error::msg)?;
-    print!("{}", if json { e.to_json() } else { e.to_markdown() });
+    out!("{}", if json { e.to_json() } else { e.to_markdown() });
     Ok(())
 }

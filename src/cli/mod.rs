@@ -3,6 +3,8 @@
 //!
 //! This module holds the argument definitions and the dispatch; each command's code is in its own file.
 
+#[macro_use]
+mod stdout;
 mod bench;
 mod calibrate;
 mod catalog;
@@ -576,7 +578,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
         } => validate::validate(&scenario, &set, force),
         Command::Report { dirs, out } => report::report(&dirs, out.as_deref()),
         Command::Catalog => {
-            print!("{}", catalog());
+            out!("{}", catalog());
             Ok(())
         }
         Command::Estimate {

@@ -28,7 +28,7 @@ pub(super) fn report(dirs: &[PathBuf], out: Option<&Path>) -> Result<()> {
             let dest = out.unwrap_or(&run.dir);
             let files = report::page_files(&run.summary, &run.plots)?;
             report::write_files(dest, &files)?;
-            println!(
+            outln!(
                 "report written to {} ({} plots)",
                 dest.join("report.html").display(),
                 files.len() - 1
@@ -70,7 +70,7 @@ pub(super) fn report(dirs: &[PathBuf], out: Option<&Path>) -> Result<()> {
                     ("report.html".into(), page.into_bytes()),
                 ],
             )?;
-            println!(
+            outln!(
                 "comparison of {} runs written to {}",
                 runs.len(),
                 out.join("report.html").display()

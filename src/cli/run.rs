@@ -58,9 +58,9 @@ pub(super) fn run(
     let simulated = simulating.elapsed();
     let wall = started.elapsed();
     if json {
-        print!("{}", output.summary.to_json());
+        out!("{}", output.summary.to_json());
     } else {
-        print!("{}", output.summary.to_markdown());
+        out!("{}", output.summary.to_markdown());
     }
     if let Some(o) = out {
         report::write_files(
@@ -68,7 +68,7 @@ pub(super) fn run(
             &report::run_files(&scenario, &output, wall.as_secs_f64())?,
         )?;
         if !json {
-            println!("\nresults written to {}", o.dir.display());
+            outln!("\nresults written to {}", o.dir.display());
         }
     }
     if let Some(profile) = &output.profile {

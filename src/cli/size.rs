@@ -184,7 +184,7 @@ pub(super) fn size(a: Args) -> Result<()> {
         reasons.push(reason);
     }
     let md = report(&base.name, &target, &a.headroom, &results, &reasons, &unfit);
-    print!("{md}");
+    out!("{md}");
     if let Some(dir) = a.out {
         let json = to_json(&results, &reasons);
         crate::output::write_dir(
@@ -195,7 +195,7 @@ pub(super) fn size(a: Args) -> Result<()> {
             ],
             &[a.scenario],
         )?;
-        println!("\nresults written to {}", dir.display());
+        outln!("\nresults written to {}", dir.display());
     }
     Ok(())
 }

@@ -129,7 +129,7 @@ pub(super) fn sweep(a: Args) -> Result<()> {
         );
     }
     if !shard.is_all() {
-        println!(
+        outln!(
             "shard {}/{}: {} point(s) in {}; combine the shards with `fleetsim merge --out DIR SHARD_DIR...`",
             shard.index,
             shard.count,
@@ -158,8 +158,8 @@ pub(super) fn finish(dir: &Path, m: &Manifest, inputs: &[&Path]) -> Result<()> {
     let files = result_files(m, &points).map_err(anyhow::Error::msg)?;
     crate::output::write_dir(dir, &files, inputs)?;
     if let Some((_, md)) = files.iter().find(|(n, _)| n == "sweep.md") {
-        print!("{}", String::from_utf8_lossy(md));
+        out!("{}", String::from_utf8_lossy(md));
     }
-    println!("\nresults written to {}", dir.display());
+    outln!("\nresults written to {}", dir.display());
     Ok(())
 }

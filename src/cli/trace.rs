@@ -58,12 +58,12 @@ pub(super) fn trace(command: TraceCommand) -> Result<()> {
                 v["file"] = serde_json::json!(trace.display().to_string());
                 v["format"] = serde_json::json!(format.as_str());
                 v["notes"] = serde_json::json!(notes);
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                outln!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                println!("{} ({format})", trace.display());
-                print!("{}", report.to_text());
+                outln!("{} ({format})", trace.display());
+                out!("{}", report.to_text());
                 for note in notes {
-                    println!("note: {note}");
+                    outln!("note: {note}");
                 }
             }
             Ok(())

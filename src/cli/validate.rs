@@ -20,7 +20,7 @@ pub(super) fn validate(scenario: &Path, set: &[String], force: bool) -> Result<(
     let expected = f
         .expected_requests
         .map_or(String::new(), |n| format!(", ~{n:.0} requests expected"));
-    println!(
+    outln!(
         "{}: ok ({} workers, policy {}, {} arrival window{expected}, ~{:.0} MiB)",
         scenario.display(),
         s.worker_count(),

@@ -42,7 +42,7 @@ use crate::routing::router::DecisionRecord;
 use crate::routing::{Decision, Router, RouterSpec};
 use crate::scenario::Scenario;
 use crate::time::SimTime;
-use crate::worker::{Sequence, Worker, WorkerSnapshot};
+use crate::worker::{HistoryHolder, Sequence, Worker, WorkerSnapshot};
 use crate::workload::{Workload, synthetic::window_end};
 use profile::{Phase, Profile};
 use queue::{Class, EventQueue};
@@ -535,6 +535,11 @@ impl Simulation {
             self.collector.finished(),
             "requests lost: every arrival must complete, fail or be rejected"
         );
+        assert_eq!(
+            self.collector.recompute.reprefilled_tokens,
+            self.collector.recompute.total_tokens(),
+            "recompute does not add up: every re-prefilled token needs exactly one cause"
+        );
         if let Err(e) = self.check_pools_at_end() {
             panic!("KV memory not conserved at the end of the run: {e}");
         }
@@ -645,13 +650,18 @@ impl Simulation {
         // Content identity at the engines' block size (uniform when the router compares caches). A
         // conversation's next turn continues its last turn's hashes.
         let block_size = self.workers[0].params.block_size;
+        let mut history_blocks = None;
         let hashes = (seq.request.session)
             .and_then(|s| self.turn_blocks.get_mut(&s.id))
             .filter(|left| left.block_size == block_size)
             .and_then(|left| {
                 let known = std::mem::take(&mut left.hashes);
-                seq.request
-                    .block_hashes_after(block_size, &left.segments, known)
+                let computed = left.computed_blocks(known.len());
+                let hashes = seq
+                    .request
+                    .block_hashes_after(block_size, &left.segments, known)?;
+                history_blocks = Some(computed);
+                Some(hashes)
             })
             .unwrap_or_else(|| seq.request.block_hashes(block_size));
         let prompt_blocks = ((seq.request.prompt_tokens / block_size) as usize).min(hashes.len());
@@ -706,11 +716,22 @@ impl Simulation {
         seq.cached_hint.clear();
         if let Some(s) = seq.request.session
             && let Some(left) = self.turn_blocks.remove(&s.id)
-            && left.worker == w
-            && left.epoch == self.workers[w].epoch
         {
-            seq.cached_hint = left.blocks;
+            if let Some(n) = history_blocks {
+                seq.history_blocks = n;
+                seq.history_holders = left.holders;
+            }
+            if left.worker == w && left.epoch == self.workers[w].epoch {
+                seq.cached_hint = left.blocks;
+            }
         }
+        let wipes = self.workers[w].wipes;
+        seq.held_here_blocks = (seq.history_holders.iter())
+            .filter(|h| h.worker == w && h.wipes == wipes)
+            .map(|h| h.blocks)
+            .max()
+            .unwrap_or(0)
+            .min(seq.history_blocks);
         if forced.is_none() {
             let local = self.workers[w]
                 .pool
@@ -806,20 +827,7 @@ impl Simulation {
                 self.prof.stop(Phase::WorkerSteps, c);
                 t = self.prof.start();
             }
-            seq.elsewhere_blocks =
-                self.best_prefix_beyond(w, prompt_hashes, local, nowhere_from) as u32;
-            if !self.lost.is_empty() {
-                let lost = prompt_hashes
-                    .iter()
-                    .take_while(|h| self.lost.contains(h))
-                    .count();
-                let local = self.workers[w].pool.cached_prefix(&prompt_hashes[..lost]);
-                // This request recomputes them: later ones find them here, or lost for other reasons.
-                for h in &prompt_hashes[local..lost] {
-                    self.lost.remove(h);
-                }
-                seq.failure_blocks = lost as u32;
-            }
+            self.note_prefix_elsewhere(w, &mut seq, local, nowhere_from);
             match self.place_missing_prefix(w, &mut seq) {
                 Some(peer::Placement::Tier(delay)) => {
                     self.prof.stop(Phase::KvBookkeeping, t);
@@ -922,6 +930,34 @@ impl Simulation {
             .unwrap_or(0)
     }
 
+    /// Notes, for recompute attribution, how much of `seq`'s prompt beyond the `local` leading blocks
+    /// `w` holds another live worker caches ([`Sequence::elsewhere_blocks`]), and how many leading
+    /// blocks were lost with failed workers and are held by none ([`Sequence::failure_blocks`]).
+    fn note_prefix_elsewhere(
+        &mut self,
+        w: usize,
+        seq: &mut Sequence,
+        local: usize,
+        nowhere_from: Option<usize>,
+    ) {
+        let prompt_blocks = (seq.request.prompt_tokens / self.workers[w].params.block_size) as usize;
+        let prompt_hashes = &seq.hashes[..prompt_blocks.min(seq.hashes.len())];
+        let local = local.min(prompt_hashes.len());
+        seq.elsewhere_blocks = self.best_prefix_beyond(w, prompt_hashes, local, nowhere_from) as u32;
+        if !self.lost.is_empty() {
+            let lost = prompt_hashes
+                .iter()
+                .take_while(|h| self.lost.contains(h))
+                .count();
+            let local = self.workers[w].pool.cached_prefix(&prompt_hashes[..lost]);
+            // This request recomputes them: later ones find them here, or lost for other reasons.
+            for h in &prompt_hashes[local..lost] {
+                self.lost.remove(h);
+            }
+            seq.failure_blocks = lost as u32;
+        }
+    }
+
     fn on_step_done(&mut self, w: usize) {
         let t = self.prof.start();
         let outcome = self.workers[w].finish_step(self.now);
@@ -952,7 +988,11 @@ impl Simulation {
         for seq in outcome.handed_off {
             self.begin_handoff(w, seq);
         }
-        self.start_step(w);
+        // A hand-off whose decode side is lost may migrate the request at once, back to this worker,
+        // which then starts its next step itself.
+        if !self.workers[w].in_step() {
+            self.start_step(w);
+        }
     }
 
     /// Keeps what session `session`'s turn `seq`, completed on `w`, leaves for the next turn (its
@@ -961,14 +1001,24 @@ impl Simulation {
         let mut segments = Vec::with_capacity(seq.request.segments.len() + 1);
         segments.extend_from_slice(&seq.request.segments);
         segments.push(seq.request.output_segment());
-        let left = TurnLeft {
+        let mut left = TurnLeft {
             worker: w,
             epoch: self.workers[w].epoch,
             blocks: std::mem::take(&mut seq.blocks),
             segments,
             block_size: self.workers[w].params.block_size,
             hashes: std::mem::take(&mut seq.hashes),
+            holders: std::mem::take(&mut seq.history_holders),
         };
+        let holder = HistoryHolder {
+            worker: w,
+            wipes: self.workers[w].wipes,
+            blocks: left.computed_blocks(left.hashes.len()),
+        };
+        match (left.holders.iter_mut()).find(|h| (h.worker, h.wipes) == (w, holder.wipes)) {
+            Some(h) => h.blocks = h.blocks.max(holder.blocks),
+            None => left.holders.push(holder),
+        }
         self.turn_blocks.insert(session, left);
     }
 
@@ -1027,6 +1077,7 @@ impl Simulation {
             finished: self.now,
             prompt_tokens: r.prompt_tokens,
             output_tokens: r.output_tokens,
+            history_tokens: seq.history_blocks * self.workers[0].params.block_size,
             cached_tokens: seq.cached_at_admission.unwrap_or(0),
             prefill_tokens: seq.prefill_tokens,
             recompute: seq.recompute,
@@ -1175,6 +1226,18 @@ struct TurnLeft {
     /// the next turn's first blocks ([`Request::block_hashes_after`]).
     block_size: u32,
     hashes: Vec<u64>,
+    /// Every worker incarnation that computed a leading part of this stream, and how much of it: this
+    /// turn's worker, and those of the turns before that it continues.
+    holders: Vec<HistoryHolder>,
+}
+
+impl TurnLeft {
+    /// Of the stream's first `full` full blocks, those whose KV was computed: all but a block that ends
+    /// with the answer's last token (sampled, never fed back).
+    fn computed_blocks(&self, full: usize) -> u32 {
+        let tokens: u64 = self.segments.iter().map(|s| u64::from(s.tokens)).sum();
+        (full as u64).min(tokens.saturating_sub(1) / u64::from(self.block_size)) as u32
+    }
 }
 
 /// Whether finding the longest prefix of `hashes` cached beyond the `local` leading blocks a worker

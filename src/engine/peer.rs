@@ -82,6 +82,17 @@ pub(super) struct PeerStats {
     pub transfer_s: f64,
     /// Transfers whose source failed before they landed.
     pub lost: u64,
+    /// Transfers booked and not landed yet, by request: counted above only when they land whole.
+    pub pending: rustc_hash::FxHashMap<crate::request::RequestId, PendingPull>,
+}
+
+/// A booked peer transfer, counted in [`PeerStats`] when it lands.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PendingPull {
+    blocks: u64,
+    bytes: f64,
+    tokens: u64,
+    transfer_s: f64,
 }
 
 impl Simulation {
@@ -152,12 +163,13 @@ impl Simulation {
         self.settle_worker(v);
         let d = self.disagg.as_mut()?;
         let lands = d.fabric.book(v, w, bytes, now)?;
-        let st = &mut d.peer;
-        st.transfers += 1;
-        st.blocks += k as u64;
-        st.bytes += bytes;
-        st.tokens += k as u64 * u64::from(bs);
-        st.transfer_s += lands.since(now).as_secs_f64();
+        let pull = PendingPull {
+            blocks: k as u64,
+            bytes,
+            tokens: k as u64 * u64::from(bs),
+            transfer_s: lands.since(now).as_secs_f64(),
+        };
+        d.peer.pending.insert(seq.request.id, pull);
         seq.load_blocks = (local + k) as u32;
         Some((v, lands))
     }
@@ -212,15 +224,27 @@ impl Simulation {
         mut seq: Sequence,
     ) {
         self.settle_worker(w);
+        let pull = (self.disagg.as_mut()).and_then(|d| d.peer.pending.remove(&seq.request.id));
         if self.workers[w].epoch != w_epoch || self.truth[w] != Truth::Up {
             self.on_lost(seq, w, "worker failed");
             return;
         }
         if self.workers[v].epoch != v_epoch {
+            // The source died mid-transfer: nothing arrived, so nothing was avoided, and what the
+            // request now recomputes was lost with the source (or is held by another live worker).
             seq.load_blocks = 0;
             if let Some(d) = &mut self.disagg {
                 d.peer.lost += 1;
             }
+            let local = self.workers[w].pool.cached_prefix(&seq.hashes);
+            self.note_prefix_elsewhere(w, &mut seq, local, None);
+        } else if let (Some(p), Some(d)) = (pull, &mut self.disagg) {
+            let st = &mut d.peer;
+            st.transfers += 1;
+            st.blocks += p.blocks;
+            st.bytes += p.bytes;
+            st.tokens += p.tokens;
+            st.transfer_s += p.transfer_s;
         }
         self.workers[w].enqueue(seq);
         if !self.workers[w].in_step() {

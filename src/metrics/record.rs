@@ -9,7 +9,9 @@ use crate::time::SimTime;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RecomputeCause {
-    /// The worker had cached these blocks and evicted them (within its last `total blocks` evictions).
+    /// The worker had cached these blocks and evicted them: a conversation's history that this worker
+    /// computed in its current incarnation (exact), or other content among its last `total blocks`
+    /// evictions.
     Evicted,
     /// Another live worker held them when the request was routed.
     Misrouted,
@@ -19,16 +21,20 @@ pub enum RecomputeCause {
     Preempted,
     /// A request migrated off a failed worker re-prefilled its prompt and the tokens generated so far.
     Migrated,
+    /// A conversation's history that another worker computed and no live worker holds any more (it
+    /// was evicted there, or that worker was drained or stopped with it): the turn moved away from it.
+    Moved,
 }
 
 impl RecomputeCause {
     /// Every cause, in report order.
-    pub const ALL: [RecomputeCause; 5] = [
+    pub const ALL: [RecomputeCause; 6] = [
         RecomputeCause::Evicted,
         RecomputeCause::Misrouted,
         RecomputeCause::Failure,
         RecomputeCause::Preempted,
         RecomputeCause::Migrated,
+        RecomputeCause::Moved,
     ];
 
     /// Position in [`RecomputeCause::ALL`].
@@ -44,15 +50,23 @@ impl RecomputeCause {
             RecomputeCause::Failure => "failure",
             RecomputeCause::Preempted => "preempted",
             RecomputeCause::Migrated => "migrated",
+            RecomputeCause::Moved => "moved",
         }
     }
 }
 
 /// Recompute broken down by cause: tokens and GPU-seconds.
+///
+/// Invariant (checked at the end of every run): `reprefilled_tokens == tokens.iter().sum()`. The
+/// first counts, by position, every prompt token prefilled again that the fleet had computed before
+/// (the conversation's history, the request's own earlier progress, content found cached, evicted or
+/// lost elsewhere); the second, the same tokens by cause. A token re-prefilled without a cause would
+/// break it.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Recompute {
-    pub tokens: [u64; 5],
-    pub gpu_seconds: [f64; 5],
+    pub tokens: [u64; 6],
+    pub gpu_seconds: [f64; 6],
+    pub reprefilled_tokens: u64,
 }
 
 impl Recompute {
@@ -62,6 +76,7 @@ impl Recompute {
             self.tokens[i] += other.tokens[i];
             self.gpu_seconds[i] += other.gpu_seconds[i];
         }
+        self.reprefilled_tokens += other.reprefilled_tokens;
     }
 
     /// Tokens over all causes.
@@ -99,6 +114,10 @@ pub struct RequestRecord {
     pub finished: SimTime,
     pub prompt_tokens: u32,
     pub output_tokens: u32,
+    /// Leading prompt tokens that are the conversation's history: its previous turn's prompt and
+    /// answer, in whole KV blocks, as the fleet computed them (0 outside a conversation, on a first
+    /// turn, or when the history was dropped).
+    pub history_tokens: u32,
     /// Prompt tokens served from the prefix cache at first admission.
     pub cached_tokens: u32,
     /// Prompt tokens computed (over every admission, so recompute after preemption counts again).
@@ -144,6 +163,7 @@ impl RequestRecord {
             finished,
             prompt_tokens: 1,
             output_tokens: 1,
+            history_tokens: 0,
             cached_tokens: 0,
             prefill_tokens: 0,
             recompute: Recompute::default(),

@@ -370,12 +370,32 @@ pub struct ByCause {
     pub preempted: CauseCost,
     /// Prompt and generated tokens that migrated requests prefilled again.
     pub migrated: CauseCost,
+    /// A conversation's history computed on another worker that no live worker held any more.
+    pub moved: CauseCost,
+}
+
+impl ByCause {
+    /// Every cause with its name, in report order ([`RecomputeCause::ALL`]).
+    pub fn named(&self) -> [(&'static str, &CauseCost); 6] {
+        [
+            ("evicted", &self.evicted),
+            ("misrouted", &self.misrouted),
+            ("failure", &self.failure),
+            ("preempted", &self.preempted),
+            ("migrated", &self.migrated),
+            ("moved", &self.moved),
+        ]
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RecomputeSummary {
     pub tokens: u64,
     pub gpu_seconds: f64,
+    /// Prompt tokens prefilled again that the fleet had computed before (a conversation's history, a
+    /// request's own lost progress, content cached or evicted elsewhere), counted by position; equal to
+    /// `tokens`, the sum over causes (checked at the end of every run).
+    pub history_reprefilled_tokens: u64,
     /// Prompt tokens computed in all (first computation and recompute).
     pub prefill_tokens: u64,
     pub by_cause: ByCause,
@@ -569,6 +589,7 @@ impl Summary {
             recompute: RecomputeSummary {
                 tokens: c.recompute.total_tokens(),
                 gpu_seconds: round(c.recompute.total_gpu_seconds(), 6),
+                history_reprefilled_tokens: c.recompute.reprefilled_tokens,
                 prefill_tokens: c.prefill_tokens,
                 by_cause: ByCause {
                     evicted: cost(RecomputeCause::Evicted),
@@ -576,6 +597,7 @@ impl Summary {
                     failure: cost(RecomputeCause::Failure),
                     preempted: cost(RecomputeCause::Preempted),
                     migrated: cost(RecomputeCause::Migrated),
+                    moved: cost(RecomputeCause::Moved),
                 },
             },
             preemptions: c.preemptions,
@@ -700,13 +722,7 @@ impl Summary {
             "| recomputed tokens | {} ({:.2} GPU-s) |",
             rc.tokens, rc.gpu_seconds
         );
-        for (name, c) in [
-            ("evicted", &rc.by_cause.evicted),
-            ("misrouted", &rc.by_cause.misrouted),
-            ("failure", &rc.by_cause.failure),
-            ("preempted", &rc.by_cause.preempted),
-            ("migrated", &rc.by_cause.migrated),
-        ] {
+        for (name, c) in rc.by_cause.named() {
             let _ = writeln!(
                 o,
                 "| · {name} | {} ({:.2} GPU-s) |",

@@ -67,8 +67,8 @@ fn counters_count_outcomes_retries_sessions_workers_and_tokens() {
     a.worker = Some(1);
     a.cached_tokens = 40;
     a.prefill_tokens = 60;
-    a.recompute.tokens = [1, 0, 0, 2, 0];
-    a.recompute.gpu_seconds = [0.5, 0.0, 0.0, 0.25, 0.0];
+    a.recompute.tokens = [1, 0, 0, 2, 0, 4];
+    a.recompute.gpu_seconds = [0.5, 0.0, 0.0, 0.25, 0.0, 0.125];
     let mut b = completed(1, 100, 150, 150, 1);
     b.session = Some(7);
     b.turn = Some(1);
@@ -76,8 +76,8 @@ fn counters_count_outcomes_retries_sessions_workers_and_tokens() {
     b.retries = 1;
     b.preemptions = 2;
     b.prefill_tokens = 130;
-    b.recompute.tokens = [0, 3, 0, 0, 0];
-    b.recompute.gpu_seconds = [0.0, 1.0, 0.0, 0.0, 0.0];
+    b.recompute.tokens = [0, 3, 0, 0, 0, 0];
+    b.recompute.gpu_seconds = [0.0, 1.0, 0.0, 0.0, 0.0, 0.0];
     let mut r = completed(2, 200, 0, 200, 3);
     r.outcome = Outcome::Rejected;
     r.first_scheduled = None;
@@ -100,10 +100,10 @@ fn counters_count_outcomes_retries_sessions_workers_and_tokens() {
     );
     // Prefill and preemptions count every outcome: 60 + 130 + 0; 2.
     assert_eq!((c.prefill_tokens, c.preemptions), (190, 2));
-    assert_eq!(c.recompute.tokens, [1, 3, 0, 2, 0]);
-    assert_eq!(c.recompute.gpu_seconds, [0.5, 1.0, 0.0, 0.25, 0.0]);
-    assert_eq!(c.recompute.total_tokens(), 6);
-    assert_eq!(c.recompute.total_gpu_seconds(), 1.75);
+    assert_eq!(c.recompute.tokens, [1, 3, 0, 2, 0, 4]);
+    assert_eq!(c.recompute.gpu_seconds, [0.5, 1.0, 0.0, 0.25, 0.0, 0.125]);
+    assert_eq!(c.recompute.total_tokens(), 10);
+    assert_eq!(c.recompute.total_gpu_seconds(), 1.875);
     // Queueing: a scheduled at its arrival (0), b 20 ms after it.
     assert_eq!((c.queue.count(), c.queue.max()), (2, 20_000_000));
     assert_eq!(c.last_finish, ms(200));

@@ -221,13 +221,7 @@ pub fn run_page(s: &Summary, plots: &[(String, Vec<u8>)]) -> String {
 
     o.push_str("<h2>Recompute by cause</h2>\n");
     let c = &s.recompute.by_cause;
-    let causes = [
-        ("evicted", &c.evicted),
-        ("misrouted", &c.misrouted),
-        ("failure", &c.failure),
-        ("preempted", &c.preempted),
-        ("migrated", &c.migrated),
-    ];
+    let causes = c.named();
     let rows: Vec<Vec<String>> = causes
         .iter()
         .map(|(n, cc)| vec![n.to_string(), cc.tokens.to_string(), num(cc.gpu_seconds)])

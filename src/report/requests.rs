@@ -20,7 +20,7 @@ use crate::metrics::requests::RequestSink;
 use crate::output::AtomicFile;
 
 /// Column names and types of `requests.parquet`, in order.
-pub const COLUMNS: [(&str, &str); 32] = [
+pub const COLUMNS: [(&str, &str); 35] = [
     ("request_id", "i64"),
     ("session_id", "i64"),
     ("turn", "i64"),
@@ -50,6 +50,9 @@ pub const COLUMNS: [(&str, &str); 32] = [
     ("recompute_failure_tokens", "i64"),
     ("recompute_preempted_tokens", "i64"),
     ("recompute_migrated_tokens", "i64"),
+    ("recompute_moved_tokens", "i64"),
+    ("history_tokens", "i64"),
+    ("history_reprefilled_tokens", "i64"),
     ("preemptions", "i64"),
     ("retries", "i64"),
     ("session_reset", "bool"),
@@ -190,6 +193,15 @@ pub fn frame(rows: &[RequestRecord]) -> PolarsResult<DataFrame> {
         Column::new(
             "recompute_migrated_tokens".into(),
             cause(RecomputeCause::Migrated),
+        ),
+        Column::new("recompute_moved_tokens".into(), cause(RecomputeCause::Moved)),
+        Column::new(
+            "history_tokens".into(),
+            i64s(&|r| i64::from(r.history_tokens)),
+        ),
+        Column::new(
+            "history_reprefilled_tokens".into(),
+            i64s(&|r| r.recompute.reprefilled_tokens as i64),
         ),
         Column::new("preemptions".into(), i64s(&|r| i64::from(r.preemptions))),
         Column::new("retries".into(), i64s(&|r| i64::from(r.retries))),

@@ -33,7 +33,7 @@ use crate::metrics::record::RecomputeCause;
 use crate::time::{SimDuration, SimTime};
 use kv_cache::BlockPool;
 use sequence::RecomputeRun;
-pub use sequence::Sequence;
+pub use sequence::{HistoryHolder, Sequence};
 
 /// How many blocks ahead a run of registrations asks for the index entries it will touch.
 const PREFETCH_REGISTRATIONS: usize = 8;
@@ -158,6 +158,9 @@ pub struct Worker {
     phases: Vec<(u32, u32)>,
     /// Incarnation: bumped by every crash, hang and restart, so that a step begun before is ignored.
     pub epoch: u64,
+    /// Times the KV cache was wiped (a crash that lost it): what the worker computed before the last
+    /// wipe is not what it holds or evicted since.
+    pub wipes: u32,
     /// Step-time multiplier (a `slowdown` fault); 1 when healthy.
     pub slowdown: f64,
     /// Whether the blocks past a never-quoted request's own text stay out of the prefix index
@@ -200,6 +203,7 @@ impl Worker {
             steady_context: 0,
             phases: Vec::new(),
             epoch: 0,
+            wipes: 0,
             slowdown: 1.0,
             private_blocks: true,
             kv_reserve_target: 0,
@@ -449,7 +453,7 @@ impl Worker {
             } else if seq.computed == seq.num_tokens() {
                 seq.generated += 1;
                 if seq.generated == 1 {
-                    seq.first_token = Some(now);
+                    seq.first_token.get_or_insert(now);
                     first_tokens.push(seq.request.id);
                 }
                 if seq.generated == seq.request.output_tokens {
@@ -572,11 +576,20 @@ impl Worker {
 
     /// Records which of the tokens about to be computed were computed before, and why they must be again.
     /// `hit` leading blocks are present (cached or loaded).
+    ///
+    /// Every such token gets exactly one cause, and [`Sequence::reprefill_span`] is set to the positions
+    /// they cover, from the hit on without a gap: the request's own earlier progress first (migrated,
+    /// failure, preempted), then each prompt block of what the fleet had computed before, by the first
+    /// of: this worker evicted it (its ghost, or history it computed in this incarnation), another live
+    /// worker held it at routing (misrouted), it was lost with a failed worker, or it is history another
+    /// worker computed and no live worker holds (moved). The walk stops at the first block none of these
+    /// covers: the prompt's new content, after which the chain holds nothing computed before.
     fn attribute_recompute(&self, seq: &mut Sequence, hit: usize) {
         let bs = self.params.block_size;
         seq.runs.clear();
         // The request's own earlier progress: migrated, lost with a failed worker, or preempted.
-        let mut cursor = hit as u32 * bs;
+        let start = hit as u32 * bs;
+        let mut cursor = start;
         for (end, cause) in [
             (seq.migrated_upto, RecomputeCause::Migrated),
             (seq.lost_upto, RecomputeCause::Failure),
@@ -595,23 +608,29 @@ impl Worker {
         let prompt_blocks = (seq.request.prompt_tokens / bs) as usize;
         // Another worker could have served at most the blocks before the last token, like this one.
         let usable = (seq.num_tokens() - 1) / bs;
-        let first = hit.max(cursor.div_ceil(bs) as usize);
+        // From the block the request's own progress ended in (its rest counts if that block does).
+        let first = hit.max((cursor / bs) as usize);
         for b in first..prompt_blocks.min(seq.hashes.len()) {
-            let cause = if self.pool.recently_evicted(seq.hashes[b]) {
+            let bb = b as u32;
+            let cause = if bb < seq.held_here_blocks || self.pool.recently_evicted(seq.hashes[b]) {
                 RecomputeCause::Evicted
-            } else if (b as u32) < seq.elsewhere_blocks.min(usable) {
+            } else if bb < seq.elsewhere_blocks.min(usable) {
                 RecomputeCause::Misrouted
-            } else if (b as u32) < seq.failure_blocks.min(usable) {
+            } else if bb < seq.failure_blocks.min(usable) {
                 RecomputeCause::Failure
+            } else if bb < seq.history_blocks {
+                RecomputeCause::Moved
             } else {
                 break; // new content: everything after it in the chain is new too
             };
-            let (start, end) = (b as u32 * bs, (b as u32 + 1) * bs);
+            let (start, end) = ((bb * bs).max(cursor), (bb + 1) * bs);
             match seq.runs.last_mut() {
                 Some(run) if run.cause == cause && run.end == start => run.end = end,
                 _ => seq.runs.push(RecomputeRun { start, end, cause }),
             }
+            cursor = end;
         }
+        seq.reprefill_span = (start, cursor.max(start));
     }
 
     /// The process dies: every request on the worker is returned (waiting ones first, then running, each in
@@ -631,6 +650,7 @@ impl Worker {
             hashes.extend(self.pool.content_hashes());
             self.pool.wipe();
             self.reserved.clear();
+            self.wipes += 1;
         }
         lost.extend(running);
         for seq in &mut lost {

@@ -41,6 +41,8 @@ pub struct Sequence {
     /// Arrival at this worker.
     pub enqueued: SimTime,
     pub first_scheduled: Option<SimTime>,
+    /// The first output token the client saw, over every attempt (a retry from scratch streams its
+    /// tokens again, but the client's time to first token was the first attempt's).
     pub first_token: Option<SimTime>,
     /// Prompt tokens hit in the prefix cache at first admission (`None` before it).
     pub cached_at_admission: Option<u32>,
@@ -81,9 +83,31 @@ pub struct Sequence {
     pub may_stay_private: bool,
     /// The first block registered as private at this admission (`usize::MAX`: none).
     pub private_from: usize,
+    /// Leading prompt blocks of the conversation's history: the blocks of its previous turn's prompt
+    /// and answer that the fleet computed (0 for a first turn, a request outside a conversation, or a
+    /// turn whose history was dropped). Set when the request is first routed.
+    pub history_blocks: u32,
+    /// Where that history was computed: each worker, its incarnation ([`crate::worker::Worker::wipes`])
+    /// and how many leading blocks of it that incarnation computed. Carried from turn to turn.
+    pub history_holders: Vec<HistoryHolder>,
+    /// Leading history blocks the worker this attempt was routed to computed in its current
+    /// incarnation ([`Sequence::history_holders`]): missing there now, they were evicted. Set at routing.
+    pub held_here_blocks: u32,
     /// Token ranges being recomputed since the last admission, and why.
     pub runs: Vec<RecomputeRun>,
+    /// The token positions `[start, end)` that [`Sequence::runs`] must cover without a gap: from the
+    /// admission's hit to the end of what the fleet had computed before. Counted by position into
+    /// [`Recompute::reprefilled_tokens`], independently of the causes.
+    pub reprefill_span: (u32, u32),
     pub recompute: Recompute,
+}
+
+/// A worker incarnation that computed a conversation's leading `blocks` history blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryHolder {
+    pub worker: usize,
+    pub wipes: u32,
+    pub blocks: u32,
 }
 
 impl Sequence {
@@ -120,7 +144,11 @@ impl Sequence {
             routed: false,
             may_stay_private: never_quoted,
             private_from: usize::MAX,
+            history_blocks: 0,
+            history_holders: Vec::new(),
+            held_here_blocks: 0,
             runs: Vec::new(),
+            reprefill_span: (0, 0),
             recompute: Recompute::default(),
         }
     }
@@ -182,19 +210,25 @@ impl Sequence {
         self.lost_upto = self.lost_upto.max(had);
         self.reset_progress();
         self.generated = 0;
-        self.first_token = None;
+        // The client keeps the first token it saw: a retry's own first token does not replace it.
         self.migrated_upto = 0;
     }
 
     /// Prepares a request that was lost with its worker for migration: generation resumes where it
     /// stopped, after the prompt and the tokens generated so far are prefilled again (cause `migrated`).
+    ///
+    /// Only what the lost attempt (or an earlier one) had computed is recomputed for that cause: a
+    /// request lost mid-prefill after `n` tokens migrates `n`, not its whole prompt.
     pub fn migrate(&mut self) {
-        self.migrated_upto = self.num_tokens();
-        self.lost_upto = 0;
+        let had = self.computed.max(self.high_water).min(self.num_tokens());
+        self.migrated_upto = self.migrated_upto.max(had);
         self.reset_progress();
     }
 
+    /// A new attempt: what the cache gave the lost one is not what the attempt that completes gets.
     fn reset_progress(&mut self) {
+        self.cached_at_admission = None;
+        self.loaded_tokens = None;
         self.blocks.clear();
         self.computed = 0;
         self.high_water = 0;
@@ -205,6 +239,10 @@ impl Sequence {
 
     /// Attributes the tokens `[from, to)` of a step's chunk to recompute causes, charging `seconds_per_token`.
     pub fn charge_recompute(&mut self, from: u32, to: u32, seconds_per_token: f64) {
+        let (lo, hi) = (self.reprefill_span.0.max(from), self.reprefill_span.1.min(to));
+        if lo < hi {
+            self.recompute.reprefilled_tokens += u64::from(hi - lo);
+        }
         for run in &self.runs {
             let lo = run.start.max(from);
             let hi = run.end.min(to);

@@ -141,13 +141,11 @@ impl RunPlots {
                 .filter(|g| g.dist.count > 0)
                 .map(|g| (g.group.clone(), g.dist.p50, g.dist.p95))
                 .collect(),
-            recompute: vec![
-                ("evicted".into(), c.evicted.tokens),
-                ("misrouted".into(), c.misrouted.tokens),
-                ("failure".into(), c.failure.tokens),
-                ("preempted".into(), c.preempted.tokens),
-                ("migrated".into(), c.migrated.tokens),
-            ],
+            recompute: c
+                .named()
+                .iter()
+                .map(|(n, cc)| (n.to_string(), cc.tokens))
+                .collect(),
             worker_share: s.workers.iter().map(|w| (w.id, w.share)).collect(),
         }
     }
