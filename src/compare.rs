@@ -12,7 +12,7 @@ use std::fmt::Write;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::engine::{RunOutput, RunProgress, Simulation};
+use crate::engine::{RunOutput, RunProgress, Simulation, twin};
 use crate::metrics::Summary;
 use crate::metrics::requests::RequestSink;
 use crate::metrics::summary::round;
@@ -159,11 +159,13 @@ pub fn run_all_timed(
             s.validate()
                 .map_err(|(f, m)| format!("{}: {f}: {m}", c.label))?;
             let started = std::time::Instant::now();
-            let mut sim = Simulation::from_scenario(&s)?;
-            if let Some(sink) = sink(c)? {
-                sim.stream_requests(sink);
-            }
-            let out = sim.try_run(&mut |p| progress(i, p))?;
+            let prepare = |sim: &mut Simulation| {
+                if let Some(sink) = sink(c)? {
+                    sim.stream_requests(sink);
+                }
+                Ok(())
+            };
+            let out = twin::run_judged(&s, true, prepare, &mut |p| progress(i, p))?;
             Ok((out, started.elapsed().as_secs_f64()))
         })
         .collect()
@@ -180,7 +182,7 @@ pub struct Headline {
 }
 
 /// Metric names in table order, with whether lower is better.
-pub const METRICS: [(&str, bool); 20] = [
+pub const METRICS: [(&str, bool); 24] = [
     ("completed", false),
     ("failed", true),
     ("rejected", true),
@@ -201,7 +203,26 @@ pub const METRICS: [(&str, bool); 20] = [
     ("failure_recompute_tokens", true),
     ("sessions_reset", true),
     ("retried", true),
+    ("turns_without_history", true),
+    ("fault_victims_ttft_p95_ms", true),
+    ("fault_excess_ttft_p95_ms", true),
+    ("time_to_recover_s", true),
 ];
+
+/// The largest of `value` over the run's faults that happened; NaN without one, or when any has none.
+fn worst_fault(
+    s: &Summary,
+    value: impl Fn(&crate::metrics::recovery::Recovery) -> Option<f64>,
+) -> f64 {
+    let mut worst = f64::NAN;
+    for r in s.recovery.iter().filter(|r| r.timing != "after_end") {
+        match value(r) {
+            Some(v) if !v.is_nan() => worst = if worst.is_nan() { v } else { worst.max(v) },
+            _ => return f64::NAN,
+        }
+    }
+    worst
+}
 
 /// The headline numbers of one run. A statistic of an empty set (no request completed, no prompt token
 /// served) is NaN here: `–` in the tables, empty in the CSV, `null` in the JSON — never 0.
@@ -233,6 +254,11 @@ fn headline(label: &str, s: &Summary) -> Headline {
         (s.recompute.by_cause.failure.tokens + s.recompute.by_cause.migrated.tokens) as f64,
         s.sessions.reset as f64,
         s.requests.retried as f64,
+        s.sessions.turns_without_history as f64,
+        worst_fault(s, |r| r.victims_ttft_p95_ms),
+        worst_fault(s, |r| r.excess_ttft_p95_ms),
+        // Not recovered: no number, as for a statistic of an empty set.
+        worst_fault(s, |r| r.time_to_recover_s),
     ];
     Headline {
         label: label.to_string(),

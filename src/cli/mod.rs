@@ -79,6 +79,10 @@ pub enum Command {
         /// ask for again. Same results, to the byte; for testing private blocks.
         #[arg(long, hide = true)]
         index_every_block: bool,
+        /// With faults, do not also run the no-fault twin (the same scenario and seeds without them)
+        /// and judge recovery against the five minutes before each fault instead.
+        #[arg(long)]
+        no_twin: bool,
     },
     /// Run the same arrivals through several routing policies in parallel and compare them.
     Compare {
@@ -479,6 +483,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             profile,
             step_by_step,
             index_every_block,
+            no_twin,
         } => run::run(
             &scenario,
             out.as_deref().map(|dir| ResultsDir { dir, requests_csv }),
@@ -491,6 +496,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
                 profile,
                 step_by_step,
                 index_every_block,
+                twin: !no_twin,
             },
         ),
         Command::Compare {

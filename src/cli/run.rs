@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use crate::engine::Simulation;
+use crate::engine::{Simulation, twin};
 use crate::output;
 use crate::progress::Bars;
 use crate::report::{self, ResultsDir};
@@ -20,6 +20,8 @@ pub(super) struct Options {
     pub step_by_step: bool,
     /// Enter every KV block in the prefix index (private blocks off).
     pub index_every_block: bool,
+    /// Judge a run with faults against its no-fault twin (`engine::twin`).
+    pub twin: bool,
 }
 
 pub(super) fn run(
@@ -36,23 +38,26 @@ pub(super) fn run(
     if let Some(o) = &out {
         output::prepare_dir(o.dir, &[path])?;
     }
-    let mut sim = Simulation::from_scenario(&scenario).map_err(anyhow::Error::msg)?;
-    if let Some(o) = &out {
-        sim.stream_requests(o.request_sink().map_err(anyhow::Error::msg)?);
-    }
-    sim.check_invariants_every_step(options.check_invariants);
-    sim.step_by_step(options.step_by_step);
-    sim.index_every_block(options.index_every_block);
-    sim.profile(options.profile);
-    let setup = started.elapsed();
-    for note in sim.notes() {
-        eprintln!("note: {note}");
-    }
+    let mut setup = started.elapsed();
     let bars = Bars::new(quiet);
     let bar = bars.simulation("simulating");
-    let simulating = Instant::now();
-    let output = sim
-        .try_run(&mut |p| bar.update(p))
+    let mut simulating = Instant::now();
+    let prepare = |sim: &mut Simulation| {
+        if let Some(o) = &out {
+            sim.stream_requests(o.request_sink()?);
+        }
+        sim.check_invariants_every_step(options.check_invariants);
+        sim.step_by_step(options.step_by_step);
+        sim.index_every_block(options.index_every_block);
+        sim.profile(options.profile);
+        setup = started.elapsed();
+        for note in sim.notes() {
+            eprintln!("note: {note}");
+        }
+        simulating = Instant::now();
+        Ok(())
+    };
+    let output = twin::run_judged(&scenario, options.twin, prepare, &mut |p| bar.update(p))
         .map_err(anyhow::Error::msg)?;
     bar.finish();
     let simulated = simulating.elapsed();

@@ -40,5 +40,3 @@ macro_rules! outln {
         $crate::cli::stdout::write(format_args!("\n"));
     }};
 }
-
-

@@ -168,7 +168,12 @@ impl Simulation {
             },
             _ => f.label.clone(),
         };
-        self.collector.on_fault(f.at, label, f.kind.as_str());
+        self.fired[i] = true;
+        let on_targets = targets
+            .iter()
+            .flat_map(|&w| self.workers[w].request_ids())
+            .collect();
+        (self.collector).on_fault(f.at, label, f.kind.as_str(), on_targets);
         match f.kind {
             FaultKind::Crash => {
                 for &w in &targets {

@@ -25,6 +25,7 @@ pub mod queue;
 mod replication;
 mod route_sources;
 mod steady_run;
+pub mod twin;
 
 use rustc_hash::FxHashSet;
 
@@ -188,6 +189,8 @@ pub struct Simulation {
     plan: Vec<PlannedFault>,
     /// Workers each planned fault hit (resolved when it happened).
     hit: Vec<Vec<usize>>,
+    /// Whether each planned fault happened (the run may end before a late one).
+    fired: Vec<bool>,
     /// Late starts: (worker, when).
     starts: Vec<(usize, SimTime)>,
     /// Content hashes that were cached on workers that failed and have not been recomputed since.
@@ -308,6 +311,10 @@ impl Simulation {
             .collect();
         self.gateway = Gateway::new(gateway, &started);
         self.hit = vec![Vec::new(); plan.faults.len()];
+        self.fired = vec![false; plan.faults.len()];
+        if !plan.faults.is_empty() {
+            self.collector.keep_timelines(); // for the recovery analysis
+        }
         self.plan = plan.faults;
         self.starts = starts;
         self.track_sessions = self.gateway.spec.session_state == SessionState::Worker
@@ -370,6 +377,7 @@ impl Simulation {
             truth: vec![Truth::Up; n],
             plan: Vec::new(),
             hit: Vec::new(),
+            fired: Vec::new(),
             starts: Vec::new(),
             lost: FxHashSet::default(),
             turn_blocks: Default::default(),
@@ -410,6 +418,12 @@ impl Simulation {
         for w in self.workers.iter_mut() {
             w.private_blocks = !on;
         }
+    }
+
+    /// Keeps every request's timeline for a recovery analysis against this run (it is some run's
+    /// no-fault twin); a run with faults keeps them anyway.
+    pub fn keep_timelines(&mut self) {
+        self.collector.keep_timelines();
     }
 
     /// Streams every finished request's record to `sink` (`requests.parquet`), in finishing order.
@@ -530,6 +544,12 @@ impl Simulation {
             }
         }
         self.fail_stranded();
+        for i in 0..self.plan.len() {
+            if !self.fired[i] {
+                let f = &self.plan[i];
+                (self.collector).on_fault_skipped(f.at, f.label.clone(), f.kind.as_str());
+            }
+        }
         assert_eq!(
             self.collector.arrived,
             self.collector.finished(),
@@ -940,10 +960,12 @@ impl Simulation {
         local: usize,
         nowhere_from: Option<usize>,
     ) {
-        let prompt_blocks = (seq.request.prompt_tokens / self.workers[w].params.block_size) as usize;
+        let prompt_blocks =
+            (seq.request.prompt_tokens / self.workers[w].params.block_size) as usize;
         let prompt_hashes = &seq.hashes[..prompt_blocks.min(seq.hashes.len())];
         let local = local.min(prompt_hashes.len());
-        seq.elsewhere_blocks = self.best_prefix_beyond(w, prompt_hashes, local, nowhere_from) as u32;
+        seq.elsewhere_blocks =
+            self.best_prefix_beyond(w, prompt_hashes, local, nowhere_from) as u32;
         if !self.lost.is_empty() {
             let lost = prompt_hashes
                 .iter()

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 
 use super::record::{Outcome, Recompute, RequestRecord};
+use super::recovery::{RunView, Timeline};
 use super::timeseries::{FaultMark, MetricsSpec, TimeSeries};
 use crate::scenario::Slo;
 use crate::time::SimTime;
@@ -170,6 +171,8 @@ pub struct Collector {
     pub timed_out: u64,
     pub migrated: u64,
     pub sessions_reset: u64,
+    /// Later turns of a conversation served without its history ([`RequestRecord::history_tokens`] 0).
+    pub turns_without_history: u64,
     /// Prompt tokens of completed requests loaded from the shared store instead of computed.
     pub loaded_tokens: u64,
     /// Per-window series, fault marks and the fleet's up count.
@@ -180,6 +183,9 @@ pub struct Collector {
     pub arrivals_end: SimTime,
     /// Per traffic class, by class index (empty without a mix).
     pub classes: Vec<super::classes::ClassStats>,
+    /// Every request's timeline, for the recovery analysis ([`Collector::keep_timelines`]); `None`
+    /// unless asked for (a run with faults, or a twin).
+    pub timelines: Option<Vec<Timeline>>,
 }
 
 impl Collector {
@@ -213,11 +219,29 @@ impl Collector {
             timed_out: 0,
             migrated: 0,
             sessions_reset: 0,
+            turns_without_history: 0,
             loaded_tokens: 0,
             series: TimeSeries::new(MetricsSpec::default()),
             arrivals_end: SimTime::MAX,
             breakdown: Breakdown::default(),
             classes: Vec::new(),
+            timelines: None,
+        }
+    }
+
+    /// Keeps every finished request's [`Timeline`] (some 56 bytes a request) for the recovery analysis.
+    pub fn keep_timelines(&mut self) {
+        self.timelines.get_or_insert_with(Vec::new);
+    }
+
+    /// The run as the recovery analysis reads it (no request timelines unless they were kept).
+    pub fn recovery_view(&self) -> RunView<'_> {
+        RunView {
+            requests: self.timelines.as_deref().unwrap_or(&[]),
+            faults: &self.series.faults,
+            skipped: &self.series.skipped,
+            spec: &self.series.spec,
+            arrivals_end: self.arrivals_end,
         }
     }
 
@@ -236,8 +260,29 @@ impl Collector {
     }
 
     /// A fault happened.
-    pub fn on_fault(&mut self, at: SimTime, label: String, kind: &'static str) {
-        self.series.faults.push(FaultMark { at, label, kind });
+    pub fn on_fault(
+        &mut self,
+        at: SimTime,
+        label: String,
+        kind: &'static str,
+        hit: Vec<crate::request::RequestId>,
+    ) {
+        self.series.faults.push(FaultMark {
+            at,
+            label,
+            kind,
+            hit,
+        });
+    }
+
+    /// A planned fault that the run ended before.
+    pub fn on_fault_skipped(&mut self, at: SimTime, label: String, kind: &'static str) {
+        self.series.skipped.push(FaultMark {
+            at,
+            label,
+            kind,
+            hit: Vec::new(),
+        });
     }
 
     /// `up` workers are up from `t` on.
@@ -252,6 +297,9 @@ impl Collector {
 
     /// Folds in a finished request.
     pub fn on_finished(&mut self, r: &RequestRecord) {
+        if let Some(t) = &mut self.timelines {
+            t.push(Timeline::of(r));
+        }
         self.last_finish = self.last_finish.max(r.finished);
         self.retried += u64::from(r.retries > 0);
         self.recompute.merge(&r.recompute);
@@ -260,6 +308,8 @@ impl Collector {
         self.timed_out += u64::from(r.timeouts > 0);
         self.migrated += u64::from(r.migrations > 0);
         self.sessions_reset += u64::from(r.session_reset);
+        self.turns_without_history +=
+            u64::from(r.turn.is_some_and(|t| t > 0) && r.history_tokens == 0);
         self.series.on_finished(r);
         if let Some(c) = self.classes.get_mut(usize::from(r.class)) {
             c.on_finished(r);

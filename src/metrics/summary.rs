@@ -65,6 +65,40 @@ pub struct Summary {
     /// Hot prefixes copied to more workers; absent unless `[interconnect.replication]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replication: Option<ReplicationSummary>,
+    /// The headline numbers of this run's no-fault twin (the same scenario and seeds without its
+    /// faults), against which `recovery[]` is judged; absent without faults or with `--no-twin`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub twin: Option<TwinSummary>,
+}
+
+/// A no-fault twin's headline numbers (`summary.json` `twin`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TwinSummary {
+    pub completed: u64,
+    pub failed: u64,
+    pub ttft_p50_ms: f64,
+    pub ttft_p95_ms: f64,
+    pub ttft_p99_ms: f64,
+    pub goodput_fraction: f64,
+    pub prefix_hit_rate: f64,
+    pub recompute_tokens: u64,
+    pub sessions_reset: u64,
+}
+
+impl TwinSummary {
+    pub fn of(s: &Summary) -> Self {
+        TwinSummary {
+            completed: s.requests.completed,
+            failed: s.requests.failed,
+            ttft_p50_ms: s.ttft_ms.p50,
+            ttft_p95_ms: s.ttft_ms.p95,
+            ttft_p99_ms: s.ttft_ms.p99,
+            goodput_fraction: s.goodput.fraction,
+            prefix_hit_rate: s.prefix_cache.hit_rate,
+            recompute_tokens: s.recompute.tokens,
+            sessions_reset: s.sessions.reset,
+        }
+    }
 }
 
 /// The fleet's energy over the run (`summary.json` `energy`), from `hardware::power`: idle power while
@@ -229,6 +263,10 @@ pub struct SessionSummary {
     /// Turns that started a new conversation because the old one's state was lost with its worker
     /// (session state `worker`).
     pub reset: u64,
+    /// Later turns (not a conversation's first) served without their history: it was dropped with
+    /// the conversation's state, or the previous turn never completed.
+    #[serde(default)]
+    pub turns_without_history: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -605,8 +643,9 @@ impl Summary {
                 total: c.sessions_started,
                 turns: c.session_requests,
                 reset: c.sessions_reset,
+                turns_without_history: c.turns_without_history,
             },
-            recovery: recovery::analyse(&c.series, c.arrivals_end),
+            recovery: recovery::analyse(&c.recovery_view(), None),
             router,
             workers,
             sim: SimInfo {
@@ -627,6 +666,7 @@ impl Summary {
             disaggregation: None,
             peer_transfer: None,
             replication: None,
+            twin: None,
         }
     }
 
@@ -898,31 +938,11 @@ impl Summary {
             );
         }
         if !self.recovery.is_empty() {
-            let _ = writeln!(
-                o,
-                "\n| fault | at (s) | baseline p95 TTFT (ms) | worst window p95 (ms) | worst hit rate | failed | retried | reset | failure recompute (tokens) | recovered after (s) |"
-            );
-            let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-            let num = |v: Option<f64>, digits: usize| {
-                v.map_or("–".to_string(), |x| format!("{x:.digits$}"))
-            };
-            for f in &self.recovery {
-                let _ = writeln!(
-                    o,
-                    "| {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                    f.fault,
-                    f.at_s,
-                    num(f.baseline_ttft_p95_ms, 1),
-                    num(f.worst_window_ttft_p95_ms, 1),
-                    f.worst_window_hit_rate
-                        .map_or("–".to_string(), |h| format!("{:.1}%", h * 100.0)),
-                    f.requests_failed,
-                    f.requests_retried,
-                    f.sessions_reset,
-                    f.recompute_tokens,
-                    f.time_to_recover_s
-                        .map_or("not recovered".to_string(), |t| format!("{t:.0}"))
-                );
+            let (header, rows) = recovery::table(&self.recovery);
+            let _ = writeln!(o, "\n| {} |", header.join(" | "));
+            let _ = writeln!(o, "|---|{}", "---:|".repeat(header.len() - 1));
+            for row in rows {
+                let _ = writeln!(o, "| {} |", row.join(" | "));
             }
         }
         if !self.classes.is_empty() {

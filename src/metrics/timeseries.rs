@@ -183,6 +183,8 @@ pub struct FaultMark {
     pub at: SimTime,
     pub label: String,
     pub kind: &'static str,
+    /// The requests on the workers it hit when it happened: its direct victims.
+    pub hit: Vec<crate::request::RequestId>,
 }
 
 /// Windows over the whole run, plus the fleet's up count and the faults.
@@ -193,6 +195,8 @@ pub struct TimeSeries {
     /// (time, workers up from then on), in time order.
     pub up: Vec<(SimTime, u32)>,
     pub faults: Vec<FaultMark>,
+    /// Planned faults the run ended before (they never happened).
+    pub skipped: Vec<FaultMark>,
     /// KV-cache utilisation of each worker over time.
     pub kv: KvUsage,
 }
@@ -221,6 +225,7 @@ impl TimeSeries {
             windows: Vec::new(),
             up: Vec::new(),
             faults: Vec::new(),
+            skipped: Vec::new(),
             kv: KvUsage::default(),
         }
     }

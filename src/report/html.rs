@@ -230,44 +230,8 @@ pub fn run_page(s: &Summary, plots: &[(String, Vec<u8>)]) -> String {
 
     if !s.recovery.is_empty() {
         o.push_str("<h2>Recovery after faults</h2>\n");
-        let rows: Vec<Vec<String>> = s
-            .recovery
-            .iter()
-            .map(|r| {
-                vec![
-                    r.fault.clone(),
-                    num(r.at_s),
-                    opt(r.baseline_ttft_p95_ms),
-                    opt(r.worst_window_ttft_p95_ms),
-                    r.baseline_hit_rate.map_or("–".into(), pct),
-                    r.worst_window_hit_rate.map_or("–".into(), pct),
-                    r.requests_failed.to_string(),
-                    r.requests_retried.to_string(),
-                    r.recompute_tokens.to_string(),
-                    if r.recovered {
-                        opt(r.time_to_recover_s)
-                    } else {
-                        "not recovered".into()
-                    },
-                ]
-            })
-            .collect();
-        table(
-            &mut o,
-            &[
-                "fault",
-                "at (s)",
-                "baseline TTFT p95 (ms)",
-                "worst TTFT p95 (ms)",
-                "baseline hit rate",
-                "worst hit rate",
-                "failed",
-                "retried",
-                "recomputed tokens",
-                "time to recover (s)",
-            ],
-            &rows,
-        );
+        let (header, rows) = crate::metrics::recovery::table(&s.recovery);
+        table(&mut o, &header, &rows);
     }
 
     if let Some(e) = &s.energy {

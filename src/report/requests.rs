@@ -194,7 +194,10 @@ pub fn frame(rows: &[RequestRecord]) -> PolarsResult<DataFrame> {
             "recompute_migrated_tokens".into(),
             cause(RecomputeCause::Migrated),
         ),
-        Column::new("recompute_moved_tokens".into(), cause(RecomputeCause::Moved)),
+        Column::new(
+            "recompute_moved_tokens".into(),
+            cause(RecomputeCause::Moved),
+        ),
         Column::new(
             "history_tokens".into(),
             i64s(&|r| i64::from(r.history_tokens)),

@@ -239,7 +239,10 @@ impl Sequence {
 
     /// Attributes the tokens `[from, to)` of a step's chunk to recompute causes, charging `seconds_per_token`.
     pub fn charge_recompute(&mut self, from: u32, to: u32, seconds_per_token: f64) {
-        let (lo, hi) = (self.reprefill_span.0.max(from), self.reprefill_span.1.min(to));
+        let (lo, hi) = (
+            self.reprefill_span.0.max(from),
+            self.reprefill_span.1.min(to),
+        );
         if lo < hi {
             self.recompute.reprefilled_tokens += u64::from(hi - lo);
         }
