@@ -36,7 +36,7 @@ use crate::hardware::power::PowerModel;
 use crate::metrics::bench::BenchReport;
 use crate::metrics::record::{Outcome, RequestRecord};
 use crate::metrics::requests::{RequestLog, RequestSink};
-use crate::metrics::summary::{EnergySummary, RouterSummary, WorkerSummary, round};
+use crate::metrics::summary::{EnergySummary, MetaNotes, RouterSummary, WorkerSummary, round};
 use crate::metrics::{Collector, Summary};
 use crate::request::{Request, RequestId};
 use crate::routing::router::DecisionRecord;
@@ -191,6 +191,8 @@ pub struct Simulation {
     hit: Vec<Vec<usize>>,
     /// Whether each planned fault happened (the run may end before a late one).
     fired: Vec<bool>,
+    /// The scenario's `[meta]` notes, for the summary.
+    meta: Option<MetaNotes>,
     /// Late starts: (worker, when).
     starts: Vec<(usize, SimTime)>,
     /// Content hashes that were cached on workers that failed and have not been recomputed since.
@@ -271,6 +273,23 @@ impl Simulation {
         );
         sim.horizon = end;
         sim.notes = built.notes;
+        let m = &s.meta;
+        sim.meta = (m.question.is_some() || m.conclusion.is_some() || !m.retest_when.is_empty())
+            .then(|| MetaNotes {
+                question: m.question.clone(),
+                conclusion: m.conclusion.clone(),
+                retest_when: m.retest_when.clone(),
+            });
+        for f in plan.faults.iter().filter(|f| f.at >= end) {
+            sim.notes.push(format!(
+                "fault `{}` at {:.1} s is at or after the end of the arrival window ({:.1} s): it can hit \
+                 only requests still in flight, and if the run ends before it, it never happens (its \
+                 recovery entry then says `after_end`)",
+                f.label,
+                f.at.as_secs_f64(),
+                end.as_secs_f64()
+            ));
+        }
         sim.collector.set_metrics(s.metrics.clone(), end);
         sim.collector.set_classes(
             s.workload
@@ -378,6 +397,7 @@ impl Simulation {
             plan: Vec::new(),
             hit: Vec::new(),
             fired: Vec::new(),
+            meta: None,
             starts: Vec::new(),
             lost: FxHashSet::default(),
             turn_blocks: Default::default(),
@@ -1190,6 +1210,7 @@ impl Simulation {
             end,
             self.events,
         );
+        summary.meta = self.meta.take();
         let bench = self.workload.bench_report();
         summary.benchmark = bench.clone();
         summary.tiers = self.tier_summary();

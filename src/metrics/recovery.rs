@@ -12,9 +12,9 @@
 //! - the fleet has **recovered** at the start `T` of the first span of windows `[T, T + recovery_hold)`,
 //!   from window `k` on and within the arrival window, in which every window completed requests, none
 //!   failed, and the p95 TTFT of the span's requests is within `(1 + recovery_tolerance) ×` the
-//!   reference's p95 over the same span (the twin's requests of those windows, or the baseline); and not
-//!   before the last victim finished. `time_to_recover_s` is `max(T, last victim's end) − t`, 0 when the
-//!   fault changed nothing measurable. With no such span the fault is reported as not recovered;
+//!   reference's p95 over the same span (the twin's requests of those windows, or the baseline).
+//!   `time_to_recover_s` is `T − t`, 0 when the fault changed nothing measurable (the span from its own
+//!   window passes). With no such span the fault is reported as not recovered;
 //! - the **affected requests** are those in flight at the fault and those that arrived from `t` to the
 //!   recovery (or to the end of arrivals): their TTFT, failures, retries, resets and recompute are set
 //!   against the twin's same set (the same requests in flight, the twin's arrivals over the same span),
@@ -277,7 +277,6 @@ pub fn analyse(run: &RunView<'_>, twin: Option<&[Timeline]>) -> Vec<Recovery> {
                 .copied()
                 .filter(|r| hit.contains(&r.id))
                 .collect();
-            let last_victim_end = victims.iter().map(|r| r.finished).max();
             // The reference: the twin's same requests in flight and its arrivals per window, or the
             // requests that arrived in the baseline before the fault and were done by it.
             let twin_in_flight = reference.as_ref().map(|r| r.in_flight(t));
@@ -418,10 +417,8 @@ pub fn analyse(run: &RunView<'_>, twin: Option<&[Timeline]>) -> Vec<Recovery> {
                 excess_sessions_reset: excess(affected.resets, tw.map_or(0, |x| x.resets)),
                 excess_recompute_tokens: excess(affected.recompute, tw.map_or(0, |x| x.recompute)),
                 recovered,
-                time_to_recover_s: recovered_at.map(|j| {
-                    let back = me.start(j).max(last_victim_end.unwrap_or(SimTime::ZERO));
-                    round(back.0.saturating_sub(t.0) as f64 / 1e9, 9)
-                }),
+                time_to_recover_s: recovered_at
+                    .map(|j| round(me.start(j).0.saturating_sub(t.0) as f64 / 1e9, 9)),
             }
         })
         .collect();

@@ -69,6 +69,38 @@ pub struct Summary {
     /// faults), against which `recovery[]` is judged; absent without faults or with `--no-twin`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub twin: Option<TwinSummary>,
+    /// The scenario's `[meta]` notes (the question it answers, the conclusion, when to retest), shown
+    /// at the top of `summary.md` and the report page; absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<MetaNotes>,
+}
+
+/// A scenario's `[meta]` notes as the outputs show them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MetaNotes {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conclusion: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retest_when: Vec<String>,
+}
+
+impl MetaNotes {
+    /// The notes as lines of text (`question: ...`), in a fixed order; empty without notes.
+    pub fn lines(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if let Some(q) = &self.question {
+            out.push(("question", q.clone()));
+        }
+        if let Some(c) = &self.conclusion {
+            out.push(("conclusion", c.clone()));
+        }
+        if !self.retest_when.is_empty() {
+            out.push(("retest when", self.retest_when.join("; ")));
+        }
+        out
+    }
 }
 
 /// A no-fault twin's headline numbers (`summary.json` `twin`).
@@ -667,6 +699,7 @@ impl Summary {
             peer_transfer: None,
             replication: None,
             twin: None,
+            meta: None,
         }
     }
 
@@ -687,6 +720,9 @@ impl Summary {
             "# {} — policy `{}`, seed {}\n",
             self.scenario, self.policy, self.seed
         );
+        for (k, v) in self.meta.iter().flat_map(MetaNotes::lines) {
+            let _ = writeln!(o, "**{k}:** {v}\n");
+        }
         let _ = writeln!(
             o,
             "Requests: {} arrived, {} completed, {} failed, {} rejected ({} retried). Simulated {:.1} s, {} events.\n",

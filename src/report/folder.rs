@@ -244,6 +244,7 @@ pub fn read(dir: &Path) -> Result<SavedRun, FolderError> {
     let faults = summary
         .recovery
         .iter()
+        .filter(|r| r.timing != "after_end") // never happened: not on the timeline
         .map(|r| (r.at_s, r.fault.clone()))
         .collect();
     let plots = RunPlots::from_parts(&summary, &ttft, points, faults);

@@ -180,6 +180,13 @@ pub fn run_page(s: &Summary, plots: &[(String, Vec<u8>)]) -> String {
         s.sim.events,
         env!("CARGO_PKG_VERSION")
     );
+    if let Some(meta) = &s.meta {
+        o.push_str("<h2>What this scenario decides</h2>\n<dl>\n");
+        for (k, v) in meta.lines() {
+            let _ = writeln!(o, "<dt>{k}</dt><dd>{}</dd>", escape(&v));
+        }
+        o.push_str("</dl>\n");
+    }
     o.push_str("<h2>Headline</h2>\n");
     table(&mut o, &HEADLINE, &[headline(s)]);
 

@@ -565,7 +565,9 @@ impl Worker {
                 Some(start.min(seq.request.prompt_tokens) - cached.min(seq.request.prompt_tokens));
         }
         if handed > 0 {
-            seq.runs.clear(); // the prefill worker attributed what it computed
+            // The prefill worker attributed what it computed.
+            seq.runs.clear();
+            seq.reprefill_span = (0, 0);
         } else {
             self.attribute_recompute(&mut seq, have);
         }

@@ -233,6 +233,7 @@ impl Sequence {
         self.computed = 0;
         self.high_water = 0;
         self.runs.clear();
+        self.reprefill_span = (0, 0);
         self.load_blocks = 0;
         self.handed_off = 0;
     }
