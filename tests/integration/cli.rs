@@ -180,9 +180,14 @@ fn run_info_carries_provenance_and_meta_notes() {
             "{p}"
         );
     }
-    // summary.json carries none of it: it stays byte-deterministic.
+    // summary.json carries the scenario's notes (they head summary.md and the report page, which
+    // `fleetsim report` rebuilds from it) but not the date: it stays byte-deterministic.
     let raw = std::fs::read_to_string(dir.join("summary.json")).unwrap();
-    assert!(!raw.contains(date) && !raw.contains("does it run?"));
+    assert!(!raw.contains(date) && raw.contains("does it run?"));
+    for page in ["summary.md", "report.html"] {
+        let text = std::fs::read_to_string(dir.join(page)).unwrap();
+        assert!(text.contains("does it run?"), "{page} shows the question");
+    }
     std::fs::remove_dir_all(&base).unwrap();
 }
 

@@ -319,7 +319,10 @@ fn a_conversations_history_is_re_prefilled_with_one_cause_per_token() {
             causes += r.recompute.total_tokens();
         }
         if policy == "round_robin" {
-            assert!(history > 0, "round robin scatters turns: some history is re-prefilled");
+            assert!(
+                history > 0,
+                "round robin scatters turns: some history is re-prefilled"
+            );
         }
         assert_eq!(causes, history, "{policy}: history re-prefilled vs causes");
         let rc = &out.summary.recompute;
@@ -378,7 +381,12 @@ fn a_fault_that_changes_nothing_costs_nothing_against_its_twin() {
     assert_eq!(r.excess_ttft_p50_ms, Some(0.0), "{r:?}");
     assert_eq!(r.excess_ttft_p95_ms, Some(0.0));
     assert_eq!(
-        (r.excess_failed, r.excess_retried, r.excess_sessions_reset, r.excess_recompute_tokens),
+        (
+            r.excess_failed,
+            r.excess_retried,
+            r.excess_sessions_reset,
+            r.excess_recompute_tokens
+        ),
         (Some(0), Some(0), Some(0), Some(0))
     );
     assert_eq!(r.victims_ttft_p95_ms, r.victims_twin_ttft_p95_ms);
@@ -393,7 +401,10 @@ fn a_crash_counts_its_victims_against_the_same_requests_in_the_twin() {
     let out = judged(CHAT, &[fault]);
     let r = &out.recovery[0];
     assert!(r.victims > 0 && r.victims <= r.in_flight, "{r:?}");
-    assert!(r.victims_e2e_p95_ms.unwrap() > r.victims_twin_e2e_p95_ms.unwrap(), "{r:?}");
+    assert!(
+        r.victims_e2e_p95_ms.unwrap() > r.victims_twin_e2e_p95_ms.unwrap(),
+        "{r:?}"
+    );
     assert!(r.excess_retried.unwrap() >= r.victims as i64, "{r:?}");
     assert!(r.excess_recompute_tokens.unwrap() > 0, "{r:?}");
     // The twin's headline is the same scenario without the fault.
@@ -405,14 +416,18 @@ fn a_crash_counts_its_victims_against_the_same_requests_in_the_twin() {
 
 #[test]
 fn faults_at_the_start_after_the_last_arrival_and_after_the_end_say_so() {
-    let at = |t: &str| format!("faults=[{{kind=\"crash\",worker=0,at=\"{t}\",restart_after=\"10s\"}}]");
+    let at =
+        |t: &str| format!("faults=[{{kind=\"crash\",worker=0,at=\"{t}\",restart_after=\"10s\"}}]");
     let start = judged(CHAT, &[at("0s").as_str()]);
     assert_eq!(start.recovery[0].timing, "at_start");
     assert_eq!(start.recovery[0].in_flight, 0);
     // Arrivals stop before 2 min; the turns in flight then finish a few seconds later.
     let late = judged(CHAT, &[at("120s").as_str()]);
     assert_eq!(late.recovery[0].timing, "after_last_arrival");
-    assert_eq!(late.recovery[0].affected_requests, late.recovery[0].in_flight);
+    assert_eq!(
+        late.recovery[0].affected_requests,
+        late.recovery[0].in_flight
+    );
     let never = judged(CHAT, &[at("10h").as_str()]);
     assert_eq!(never.recovery.len(), 1, "reported, not silently dropped");
     assert_eq!(never.recovery[0].timing, "after_end");
@@ -421,7 +436,9 @@ fn faults_at_the_start_after_the_last_arrival_and_after_the_end_say_so() {
     let s = scenario(CHAT, &[at("10h").as_str()]);
     let sim = Simulation::from_scenario(&s).unwrap();
     assert!(
-        sim.notes().iter().any(|n| n.contains("after the end of the arrival window")),
+        sim.notes()
+            .iter()
+            .any(|n| n.contains("after the end of the arrival window")),
         "{:?}",
         sim.notes()
     );
