@@ -16,13 +16,17 @@
 //!    routed: a request's features at dispatch on the worker it went to, labelled with its observed TTFT
 //!    (first token) and mean TPOT (end of stream). llm-d trains XGBoost models in a sidecar; here each is
 //!    a recursive-least-squares linear model ([`super::online_linear`]) with one added feature, the
-//!    uncached input `input · (1 − prefix score)`, standing in for the interaction a tree learns. Until
+//!    uncached input `input · (1 − prefix score)`, standing in for the interaction a tree learns (in the
+//!    default non-streaming mode the TTFT model learns end-to-end latency instead, see 3). Until
 //!    the TTFT model has seen `min_samples` requests the scorer's composite fallback decides
 //!    (`kv 1 : queue 1 : prefix 1`, as when llm-d's sidecar is unavailable); until the TPOT model has,
 //!    TPOT is neutralised (headroom 0), as llm-d does for untrained TPOT.
 //! 3. **Headroom** = target − prediction (the scenario's `[slo]` stands for the per-request SLO headers,
-//!    `slo_headers = true`; without a target, headroom = −prediction). Streaming responses are assumed
-//!    (llm-d's `streamingMode: true`: TTFT trained on the first chunk, TPOT at the end of the stream).
+//!    `slo_headers = true`; without a target, headroom = −prediction). `streaming_mode` is llm-d's
+//!    `streamingMode`: `false` by default (the plugin's `DefaultConfig`, which the chart does not
+//!    override), and then the "TTFT" model is trained at the end of the response on its end-to-end
+//!    latency, no TPOT is trained or predicted, and TPOT headroom is 0 for every worker; `true` trains
+//!    TTFT on the first streamed chunk and TPOT at the end of the stream.
 //! 4. **Filters**, in the chart's order: prefix-cache affinity at 0.99 (keep the workers whose prefix
 //!    score reaches it, unless the best of them is predicted more than `max_ttft_penalty` slower than
 //!    the best other worker; skipped with probability `affinity_exploration`), the SLO-headroom tier
@@ -91,9 +95,15 @@ pub struct LlmDPredictedParams {
     /// Forgetting factor of the online models (1: remember everything equally).
     #[serde(default = "forgetting")]
     pub forgetting: Fraction,
-    /// Prompt blocks the prefix score looks at, at most (0: all), as `llm_d`.
+    /// Prompt blocks the prefix producer hashes and indexes, at most (0: all): 256 blocks of the
+    /// engine's size at commit 520af478 (`defaultMaxPrefixBlocks`).
     #[serde(default = "max_prefix_blocks")]
     pub max_prefix_blocks: u32,
+    /// llm-d's `streamingMode`: `false` (the default) trains the TTFT model on end-to-end latency at
+    /// the end of each response and models no TPOT; `true` trains TTFT at the first token and TPOT at
+    /// the end.
+    #[serde(default)]
+    pub streaming_mode: bool,
     /// Whether requests carry the scenario's `[slo]` as SLO headers. Without them llm-d's headroom is
     /// `−prediction` for every worker, so the scorer's negative-headroom path picks idle workers first,
     /// then the lowest predicted latency.
@@ -126,7 +136,7 @@ fn forgetting() -> Fraction {
     Fraction(0.999)
 }
 fn max_prefix_blocks() -> u32 {
-    2048
+    256
 }
 
 impl Default for LlmDPredictedParams {
@@ -143,8 +153,16 @@ impl Default for LlmDPredictedParams {
             min_samples: min_samples(),
             forgetting: forgetting(),
             max_prefix_blocks: max_prefix_blocks(),
+            streaming_mode: false,
             slo_headers: crate::config::yes(),
         }
+    }
+}
+
+impl LlmDPredictedParams {
+    /// Leading engine blocks of a routed prompt the prefix producer indexes (`None`: all).
+    pub fn indexed_blocks(&self) -> Option<u32> {
+        (self.max_prefix_blocks > 0).then_some(self.max_prefix_blocks)
     }
 }
 
@@ -443,7 +461,8 @@ impl RoutingPolicy for LlmDPredicted {
             let (ttft_x, tpot_x) = self.features(input, w, prefix);
             let ttft_ms = self.ttft_model.predict(&ttft_x).max(0.0);
             let tpot_ms = self.tpot_model.predict(&tpot_x).max(0.0);
-            let tpot_headroom = if tpot_trained {
+            // Without streaming no TPOT is trained: llm-d neutralises it (headroom 0, valid).
+            let tpot_headroom = if self.params.streaming_mode && tpot_trained {
                 tpot_slo.unwrap_or(0.0) - tpot_ms
             } else {
                 0.0
@@ -510,8 +529,10 @@ impl RoutingPolicy for LlmDPredicted {
                     && p.first_token.is_none()
                 {
                     p.first_token = Some(at);
-                    let ms = (at - p.routed_at).as_secs_f64() * 1e3;
-                    self.ttft_model.update(&p.ttft_x, ms);
+                    if self.params.streaming_mode {
+                        let ms = (at - p.routed_at).as_secs_f64() * 1e3;
+                        self.ttft_model.update(&p.ttft_x, ms);
+                    }
                 }
             }
             Observation::Finished {
@@ -521,8 +542,14 @@ impl RoutingPolicy for LlmDPredicted {
                 ..
             } => {
                 self.ledger.remove(request);
-                if let Some(p) = self.pending.remove(&request)
-                    && let Some(first) = p.first_token
+                let Some(p) = self.pending.remove(&request) else {
+                    return;
+                };
+                if !self.params.streaming_mode {
+                    // The whole response arrives at once: its latency is what llm-d records as TTFT.
+                    let ms = (at - p.routed_at).as_secs_f64() * 1e3;
+                    self.ttft_model.update(&p.ttft_x, ms);
+                } else if let Some(first) = p.first_token
                     && output_tokens > 1
                 {
                     let ms = (at - first).as_secs_f64() * 1e3 / f64::from(output_tokens - 1);
@@ -638,6 +665,90 @@ mod tests {
             ones += usize::from(p.route(&input(&r, &ws, &hashes), &mut rng).unwrap().worker == 1);
         }
         assert!(ones >= 95, "{ones}");
+    }
+
+    /// The training signal per mode, on one law: a request's first token comes back 20 ms + 100 ms per
+    /// waiting request after routing, its last 500 ms later (51 tokens: TPOT 10 ms). Targets: TTFT
+    /// 700 ms, TPOT 50 ms. Workers 0, 1, 2 have 0, 1 and 5 waiting.
+    ///
+    /// - Streaming: TTFT predicted 20, 120, 520 ms, all within 700 (headroom 680, 580, 180); TPOT 10 ms
+    ///   everywhere (headroom 40, equal, so the scorer weighs TTFT alone). `least` packs: worker 2
+    ///   scores 1.0, worker 1 (580 − 180) / 500 = 0.8 → 1 − 0.8 = 0.2 → 0.20, worker 0 0.01: worker 2
+    ///   is drawn with probability 1 / 1.21 = 0.83.
+    /// - Non-streaming (llm-d's default): the model learns end-to-end latency, 520, 620, 1,020 ms;
+    ///   worker 2 is over the 700 ms target and the tier filter drops it (but for its 1% exploration);
+    ///   of workers 0 and 1 (headroom 180, 80) `least` picks worker 1 (score 1.0 against 0.01).
+    #[test]
+    fn streaming_mode_decides_what_the_ttft_model_learns() {
+        let hashes: Vec<u64> = (0..10).collect();
+        let run = |streaming_mode: bool| {
+            let mut p = LlmDPredicted::new(LlmDPredictedParams {
+                min_samples: 50,
+                streaming_mode,
+                ..Default::default()
+            });
+            let ts = vec![];
+            p.on_fleet(&FleetInfo {
+                workers: &ts,
+                targets: LatencyTargets {
+                    ttft: Some(SimDuration::from_millis(700)),
+                    tpot: Some(SimDuration::from_millis(50)),
+                },
+            });
+            let mut rng = crate::rng::from_u64(5);
+            for i in 0..200u64 {
+                let mut ws = snapshots(&[0]);
+                ws[0].queued = (i % 7) as u32;
+                let r = request(i, 160);
+                let d = p.route(&input(&r, &ws, &hashes), &mut rng).unwrap();
+                p.on_routed(&Routed {
+                    request: &r,
+                    worker: d.worker,
+                    prompt_hashes: &hashes,
+                    overlap: 0,
+                    block_size: 16,
+                    now: SimTime::ZERO,
+                });
+                let first_ms = 20 + 100 * (i % 7);
+                p.on_observed(&Observation::FirstToken {
+                    request: i,
+                    worker: 0,
+                    at: SimTime(first_ms * 1_000_000),
+                });
+                p.on_observed(&Observation::Finished {
+                    request: i,
+                    worker: 0,
+                    at: SimTime((first_ms + 500) * 1_000_000),
+                    output_tokens: 51,
+                });
+            }
+            let mut ws = snapshots(&[0, 0, 0]);
+            ws[0].queued = 0;
+            ws[1].queued = 1;
+            ws[2].queued = 5;
+            for w in &mut ws {
+                w.outstanding = w.queued + 1;
+            }
+            let r = request(1000, 160);
+            let mut picks = [0u32; 3];
+            for _ in 0..200 {
+                picks[p.route(&input(&r, &ws, &hashes), &mut rng).unwrap().worker] += 1;
+            }
+            let ttft: Vec<f64> = p.last.iter().map(|c| c.ttft_ms).collect();
+            let tpot: Vec<f64> = p.last.iter().map(|c| c.tpot_headroom).collect();
+            (ttft, tpot, picks)
+        };
+        let near =
+            |got: &[f64], want: [f64; 3]| got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1.0);
+        let (ttft, tpot, picks) = run(true);
+        assert!(near(&ttft, [20.0, 120.0, 520.0]), "{ttft:?}");
+        assert!(near(&tpot, [40.0, 40.0, 40.0]), "{tpot:?}");
+        assert!(picks[2] > 140, "streaming packs onto worker 2: {picks:?}");
+        let (ttft, tpot, picks) = run(false);
+        assert!(near(&ttft, [520.0, 620.0, 1020.0]), "{ttft:?}");
+        assert_eq!(tpot, [0.0, 0.0, 0.0], "no TPOT model without streaming");
+        assert!(picks[1] > 185, "non-streaming: worker 1: {picks:?}");
+        assert!(picks[2] < 6, "worker 2 only by exploration: {picks:?}");
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub struct Router {
     spec: RouterSpec,
     policy: Box<dyn RoutingPolicy>,
     view: Option<CacheView>,
+    /// Leading prompt blocks the approximate view records per routed request (`None`: all).
+    indexed_blocks: Option<u32>,
     block_size: u32,
     rng: SimRng,
     stale: Vec<WorkerSnapshot>,
@@ -86,6 +88,7 @@ impl Router {
             spec: spec.clone(),
             policy,
             view,
+            indexed_blocks: spec.policy.approx_indexed_blocks(block_size),
             block_size,
             rng: rng::stream(seed, "router"),
             stale: Vec::new(),
@@ -242,7 +245,10 @@ impl Router {
             });
         }
         if let Some(v) = &mut self.view {
-            v.on_routed(now, d.worker, prompt_hashes);
+            let n = self
+                .indexed_blocks
+                .map_or(prompt_hashes.len(), |n| prompt_hashes.len().min(n as usize));
+            v.on_routed(now, d.worker, &prompt_hashes[..n]);
         }
         self.policy.on_routed(&Routed {
             request,
@@ -387,5 +393,35 @@ mod tests {
             [0, 0],
             "nothing is expected cached anywhere"
         );
+    }
+
+    /// llm-d's approximate index records only the blocks its producer hashed: under v0.8 the first 256
+    /// of a 300-block prompt (4,800 tokens), so the same prompt sent again matches 256 blocks on the
+    /// worker that served it; under v0.10 (131,072 tokens) all 300.
+    #[test]
+    fn llm_d_indexes_only_its_versions_window() {
+        let long = |id| {
+            Request::new(
+                id,
+                None,
+                SimTime::ZERO,
+                1,
+                vec![Segment {
+                    content: 5,
+                    tokens: 4800,
+                }],
+            )
+        };
+        for (policy, held) in [("llm_d:version=v0.8", 256), ("llm_d", 300)] {
+            let mut router = Router::new(&spec(policy), 1, &[100_000; 2], 16);
+            let ws = snapshots(&[0, 0]);
+            let w = send(&mut router, &long(1), &ws);
+            let r = long(2);
+            let hashes = r.prompt_block_hashes(16);
+            assert_eq!(hashes.len(), 300);
+            router.route(SimTime::ZERO, &r, &hashes, &ws).unwrap();
+            assert_eq!(router.overlaps[w], held, "{policy}");
+            assert_eq!(router.overlaps[1 - w], 0, "{policy}");
+        }
     }
 }

@@ -114,7 +114,7 @@ impl PolicyConfig {
             PolicyConfig::SessionAffinity(p) => Box::new(SessionAffinity::new(p.clone())),
             PolicyConfig::ConsistentHash(p) => Box::new(ConsistentHash::new(p.clone())),
             PolicyConfig::PrefixAware(p) => Box::new(PrefixAware::new(p.clone())),
-            PolicyConfig::LlmD(p) => Box::new(LlmD::new(p.clone())),
+            PolicyConfig::LlmD(p) => Box::new(LlmD::new(p)),
             PolicyConfig::LlmDPrecise(p) => Box::new(LlmD::precise(p)),
             PolicyConfig::SglangCacheAware(p) => Box::new(SglangCacheAware::new(p.clone())),
             PolicyConfig::DynamoKv(p) => Box::new(DynamoKv::new(p.clone())),
@@ -145,23 +145,35 @@ impl PolicyConfig {
     /// back to that size (`None`: at every insertion, as an LRU does).
     ///
     /// - SGLang: a radix tree of request text, 2^26 characters per worker (`--max-tree-size`), pruned
-    ///   every 120 s (`--eviction-interval`); characters are converted at 4 per token, the
-    ///   estimate llm-d's prefix producer also uses (`averageCharactersPerToken`).
-    /// - llm-d and everything else: an LRU of block hashes sized to the worker's KV blocks (llm-d
-    ///   auto-tunes `lruCapacityPerServer` from the engine's `num_gpu_blocks`).
+    ///   every 120 s (`--eviction-interval`); characters are converted at the policy's
+    ///   `chars_per_token` (default 4, the estimate llm-d's prefix producer also uses,
+    ///   `averageCharactersPerToken`).
+    /// - `llm_d`: an LRU of as many hashed blocks as the worker has KV blocks (llm-d auto-tunes
+    ///   `lruCapacityPerServer` from the engine's `num_gpu_blocks`), each of the version's block size:
+    ///   from v0.9 a 64-token entry, 4 blocks of 16.
+    /// - everything else: an LRU of block hashes sized to the worker's KV blocks.
     pub fn default_approx_memory(
         &self,
         kv_blocks: u32,
         block_size: u32,
     ) -> (u32, Option<SimDuration>) {
         match self {
-            PolicyConfig::SglangCacheAware(_) => {
-                const TREE_CHARS: u64 = 1 << 26;
-                const CHARS_PER_TOKEN: u64 = 4;
-                let blocks = TREE_CHARS / (CHARS_PER_TOKEN * u64::from(block_size.max(1)));
-                (blocks as u32, Some(SimDuration::from_secs(120)))
+            PolicyConfig::SglangCacheAware(p) => {
+                (p.tree_blocks(block_size), Some(SimDuration::from_secs(120)))
             }
+            PolicyConfig::LlmD(p) => (p.approx_capacity_blocks(kv_blocks, block_size), None),
             _ => (kv_blocks, None),
+        }
+    }
+
+    /// How many leading blocks (of `block_size` tokens) of a routed prompt the production router's
+    /// own memory (the approximate view) records: llm-d's approximate producer indexes only the
+    /// blocks it hashed, those within its prefix window; `None`: all of them.
+    pub fn approx_indexed_blocks(&self, block_size: u32) -> Option<u32> {
+        match self {
+            PolicyConfig::LlmD(p) => p.indexed_blocks(block_size),
+            PolicyConfig::LlmDPredicted(p) => p.indexed_blocks(),
+            _ => None,
         }
     }
 
@@ -442,5 +454,42 @@ mod tests {
             RouterSpec::from_table(t).unwrap().view(),
             ViewKind::Approximate
         );
+    }
+
+    /// `llm_d` names its upstream release with `version`; each sizes and windows the router's
+    /// approximate index its own way; an unknown release is an error that lists the known ones.
+    #[test]
+    fn llm_d_names_its_version_and_sizes_its_index_by_it() {
+        use super::super::llm_d::LlmDVersion;
+        let old = PolicyConfig::parse_spec("llm_d:version=v0.8").unwrap();
+        assert_eq!(
+            old,
+            PolicyConfig::LlmD(LlmDParams {
+                version: LlmDVersion::V0_8,
+                ..Default::default()
+            })
+        );
+        let new = PolicyConfig::parse_spec("llm_d").unwrap();
+        assert_eq!(new, PolicyConfig::LlmD(LlmDParams::default()));
+        assert_eq!(LlmDParams::default().version, LlmDVersion::V0_10);
+        let e = PolicyConfig::parse_spec("llm_d:version=v0.9").unwrap_err();
+        assert!(
+            e.contains("`v0.9`") && e.contains("`v0.8` or `v0.10`"),
+            "{e}"
+        );
+        assert_eq!(old.default_approx_memory(26_241, 16), (26_241, None));
+        assert_eq!(new.default_approx_memory(26_241, 16), (104_964, None));
+        assert_eq!(old.approx_indexed_blocks(16), Some(256));
+        assert_eq!(new.approx_indexed_blocks(16), Some(8_192));
+        let precise = PolicyConfig::parse_spec("llm_d_precise").unwrap();
+        assert_eq!(precise.approx_indexed_blocks(16), None);
+        assert_eq!(precise.default_approx_memory(26_241, 16), (26_241, None));
+        let sglang = PolicyConfig::parse_spec("sglang_cache_aware").unwrap();
+        assert_eq!(
+            sglang.default_approx_memory(26_241, 16),
+            (1_048_576, Some(SimDuration::from_secs(120)))
+        );
+        let predicted = PolicyConfig::parse_spec("llm_d_predicted").unwrap();
+        assert_eq!(predicted.approx_indexed_blocks(16), Some(256));
     }
 }

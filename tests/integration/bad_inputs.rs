@@ -114,6 +114,10 @@ const SCENARIO_EDITS: &[(&str, &str, &str, Expect)] = &[
     ("policy-param-typo", "policy = \"least_outstanding\"", "policy = \"prefix_aware\"\nload_weigth = 2", Fail(&["policy-param-typo.toml:21:", "load_weigth", "did you mean `load_weight`"])),
     ("policy-param-wrong-policy", "policy = \"least_outstanding\"", "policy = \"round_robin\"\nttl = \"5m\"", Fail(&["ttl"])),
     ("router-view", "policy = \"least_outstanding\"", "policy = \"prefix_aware\"\nview = \"psychic\"", Fail(&["view", "psychic"])),
+    ("llm-d-version", "policy = \"least_outstanding\"", "policy = \"llm_d\"\nversion = \"v0.7\"", Fail(&["llm-d-version.toml:21:", "`version`", "v0.7", "`v0.8` or `v0.10`"])),
+    ("llm-d-version-number", "policy = \"least_outstanding\"", "policy = \"llm_d\"\nversion = 0.8", Fail(&["llm-d-version-number.toml:", "(`version = \"v0.10\"`)", "got the number 0.8"])),
+    ("sglang-tree", "policy = \"least_outstanding\"", "policy = \"sglang_cache_aware\"\ntree = \"tokens\"", Fail(&["sglang-tree.toml:21:", "tokens", "`characters`"])),
+    ("sglang-chars-zero", "policy = \"least_outstanding\"", "policy = \"sglang_cache_aware\"\nchars_per_token = 0", Fail(&["sglang-chars-zero.toml:", "`chars_per_token`", "greater than 0"])),
     ("slo-neg", "ttft = \"500ms\"", "ttft = \"-1s\"", Fail(&["ttft", "zero or positive"])),
     ("slo-key", "ttft = \"500ms\"", "ttft = \"500ms\"\nitl = \"5ms\"", Fail(&["itl", "unknown field"])),
     ("toml-syntax", "[[workers]]", "[[workers]", Fail(&["toml-syntax.toml:"])),
@@ -149,6 +153,7 @@ const COMMANDS: &[(&[&str], Expect)] = &[
     // --set
     (&["validate", "good.toml", "--set", "workload.rate=abc"], Fail(&["--set workload.rate=abc", "workload.rate", "expected a number"])),
     (&["validate", "good.toml", "--set", "router.policy=llm-d"], Fail(&["router.policy", "did you mean `llm_d`"])),
+    (&["compare", "good.toml", "--policies", "llm_d:version=v0.9"], Fail(&["llm_d:version=v0.9", "v0.9", "`v0.8` or `v0.10`"])),
     (&["validate", "good.toml", "--set", "workers[3].count=1"], Fail(&["no element 3"])),
     (&["validate", "good.toml", "--set", "workers[x].count=1"], Fail(&["bad index"])),
     (&["validate", "good.toml", "--set", "workers[0].count=1.5"], Fail(&["workers[0].count", "whole number"])),

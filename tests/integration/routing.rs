@@ -207,21 +207,24 @@ fn chat_sessions_dynamo_kv_does_not_herd() {
     assert!(max_share(dynamo) < 0.2, "{}", max_share(dynamo));
 }
 
-/// Whether llm-d's approximate scheduler collapses `hot-prefix` onto one worker is decided by its weights
-/// and its prefix window. The default (3 : 2 : 2, a 2048-block window: the whole prompt here) spreads the
-/// hot requests and the old preset's 2 : 1 : 1 does not (on the scenario's seed, 11; seeds 12–13 lose
-/// goodput instead, a knife edge, see docs/routing.md). With the Inference Extension's 256-block window,
-/// exactly the hot schema, a hot request scores a full match on the worker that served one, and 3 : 2 : 2
-/// collapses too. The KV-event variant spreads them.
+/// Whether llm-d's approximate scheduler collapses `hot-prefix` onto one worker is decided by its
+/// version's prefix window and by its weights. v0.8 (llm-d-inference-scheduler v0.8.0) hashes the first
+/// 256 blocks of 16 tokens: exactly the hot schema, so a hot request scores a full match on the worker
+/// that served one, more than queue and KV utilisation take back (3 : 2 : 2). v0.10 (the default)
+/// hashes up to 131,072 tokens in blocks of 64: the whole prompt, the schema's 64 blocks of ≈ 69, and
+/// spreads them. So does v0.8 with its window lifted (`max_prefix_blocks=0`), while the pre-2026
+/// weights 2 : 1 : 1 collapse even then (on the scenario's seed, 11; seeds 12–13 lose goodput
+/// instead, a knife edge, see docs/routing.md). The KV-event variant spreads them. Three minutes of
+/// the scenario.
 #[test]
 fn hot_prefix_llm_d_weights_and_prefix_window_decide_the_collapse() {
     let r = compare_on(
         "hot-prefix.toml",
         "3m",
-        "llm_d,llm_d:prefix_weight=2,queue_weight=1,kv_weight=1,max_prefix_blocks=0,llm_d_precise,llm_d:max_prefix_blocks=256",
+        "llm_d,llm_d:version=v0.8,max_prefix_blocks=0,llm_d:version=v0.8,prefix_weight=2,queue_weight=1,kv_weight=1,max_prefix_blocks=0,llm_d_precise,llm_d:version=v0.8",
     );
-    let (whole_prompt, old, precise, windowed) = (&r[0], &r[1], &r[2], &r[3]);
-    for s in [whole_prompt, precise] {
+    let (newest, whole_prompt, old, precise, windowed) = (&r[0], &r[1], &r[2], &r[3], &r[4]);
+    for s in [newest, whole_prompt, precise] {
         assert!(
             s.ttft_ms.p50 < 100.0,
             "{}: p50 TTFT {}",
@@ -244,6 +247,28 @@ fn hot_prefix_llm_d_weights_and_prefix_window_decide_the_collapse() {
         );
         assert!(max_share(s) > max_share(whole_prompt));
     }
+}
+
+/// The short cut of the same collapse, per version at its defaults: 45 s of `hot-prefix` (seed 11,
+/// about 2,700 requests) is enough for v0.8's 256-block window to pile the hot schema onto one worker
+/// (over half the requests, p50 TTFT over a second, goodput under 0.8), and for v0.10 (the default,
+/// 2,048 blocks of 64 tokens) to spread it (no worker over 35%, p50 under 100 ms, every request within
+/// the SLO).
+#[test]
+fn hot_prefix_collapses_under_llm_d_v0_8_and_not_under_v0_10() {
+    let r = compare_on("hot-prefix.toml", "45s", "llm_d:version=v0.8,llm_d");
+    let (v0_8, v0_10) = (&r[0], &r[1]);
+    assert_eq!(v0_8.requests.arrived, v0_10.requests.arrived);
+    assert!(max_share(v0_8) > 0.5, "v0.8 max share {}", max_share(v0_8));
+    assert!(v0_8.ttft_ms.p50 > 1000.0, "v0.8 p50 {}", v0_8.ttft_ms.p50);
+    assert!(v0_8.goodput.fraction < 0.8, "v0.8 {:?}", v0_8.goodput);
+    assert!(
+        max_share(v0_10) < 0.35,
+        "v0.10 max share {}",
+        max_share(v0_10)
+    );
+    assert!(v0_10.ttft_ms.p50 < 100.0, "v0.10 p50 {}", v0_10.ttft_ms.p50);
+    assert!(v0_10.goodput.fraction > 0.99, "v0.10 {:?}", v0_10.goodput);
 }
 
 /// `predicted_latency` prices each worker by its own step model: the queue of prompt work the gateway
