@@ -290,14 +290,22 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     /// Every request ends exactly once, no KV block leaks across restarts (checked at the end of every
-    /// run), no work is served by a down worker (asserted in the engine), and runs are deterministic.
+    /// run), no work is served by a down worker (asserted in the engine), recompute adds up by cause
+    /// under every policy, and runs are deterministic.
     #[test]
     fn random_fault_schedules_lose_nothing(
         faults in proptest::collection::vec((0u8..6, 0u8..3, 1_000u32..35_000, 500u32..8_000), 0..4),
         in_flight in 0usize..3,
         state in 0usize..3,
+        policy in 0usize..4,
     ) {
-        let mut text = SMALL.to_string();
+        let mut text = SMALL.to_string().replace(
+            "policy = \"session_affinity\"",
+            &format!(
+                "policy = \"{}\"",
+                ["session_affinity", "round_robin", "prefix_aware", "least_outstanding"][policy]
+            ),
+        );
         text = text.replace(
             "request_timeout = \"3s\"",
             &format!(
@@ -314,6 +322,8 @@ proptest! {
         let a = Simulation::from_scenario(&s).unwrap().run(&mut |_| {}).summary;
         let r = &a.requests;
         prop_assert_eq!(r.arrived, r.completed + r.failed + r.rejected);
+        // Every re-prefilled token has exactly one cause (also asserted at the end of every run).
+        prop_assert_eq!(a.recompute.tokens, a.recompute.history_reprefilled_tokens);
         let b = Simulation::from_scenario(&s).unwrap().run(&mut |_| {}).summary;
         prop_assert_eq!(a.to_json(), b.to_json());
     }
