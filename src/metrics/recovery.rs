@@ -94,43 +94,70 @@ pub struct Recovery {
 }
 
 /// One request as the recovery analysis reads it (kept by the collector of a run with faults, and of
-/// its twin).
+/// its twin): 48 bytes a request.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Timeline {
     pub id: RequestId,
     pub arrival: SimTime,
     pub finished: SimTime,
-    /// TTFT and end-to-end latency of a completed request.
-    pub ttft_ns: Option<u64>,
-    pub e2e_ns: Option<u64>,
-    pub failed: bool,
-    pub retried: bool,
-    pub reset: bool,
-    pub recompute_tokens: u64,
-    /// Prompt and cached tokens of a completed request (for hit rates).
-    pub prompt_tokens: u32,
-    pub cached_tokens: u32,
+    /// TTFT of a completed request; `u64::MAX` for any other.
+    ttft: u64,
+    /// Tokens recomputed, all causes (saturating).
+    recompute: u32,
+    /// Prompt and cached tokens of a completed request (for hit rates); 0 for any other.
+    prompt: u32,
+    cached: u32,
+    /// [`COMPLETED`], [`FAILED`], [`RETRIED`], [`RESET`].
+    flags: u8,
 }
+
+const COMPLETED: u8 = 1;
+const FAILED: u8 = 2;
+const RETRIED: u8 = 4;
+const RESET: u8 = 8;
 
 impl Timeline {
     pub fn of(r: &RequestRecord) -> Self {
         let completed = r.outcome == Outcome::Completed;
+        let flag = |on: bool, f: u8| if on { f } else { 0 };
         Timeline {
             id: r.id,
             arrival: r.arrival,
             finished: r.finished,
-            ttft_ns: r
+            ttft: r
                 .first_token
                 .filter(|_| completed)
-                .map(|f| f.0.saturating_sub(r.arrival.0)),
-            e2e_ns: completed.then(|| r.finished.0.saturating_sub(r.arrival.0)),
-            failed: r.outcome == Outcome::Failed,
-            retried: r.retries > 0,
-            reset: r.session_reset,
-            recompute_tokens: r.recompute.total_tokens(),
-            prompt_tokens: if completed { r.prompt_tokens } else { 0 },
-            cached_tokens: if completed { r.cached_tokens } else { 0 },
+                .map_or(u64::MAX, |f| f.0.saturating_sub(r.arrival.0)),
+            recompute: u32::try_from(r.recompute.total_tokens()).unwrap_or(u32::MAX),
+            prompt: if completed { r.prompt_tokens } else { 0 },
+            cached: if completed { r.cached_tokens } else { 0 },
+            flags: flag(completed, COMPLETED)
+                | flag(r.outcome == Outcome::Failed, FAILED)
+                | flag(r.retries > 0, RETRIED)
+                | flag(r.session_reset, RESET),
         }
+    }
+
+    /// TTFT of a completed request.
+    pub fn ttft_ns(&self) -> Option<u64> {
+        (self.ttft != u64::MAX).then_some(self.ttft)
+    }
+
+    /// End-to-end latency of a completed request.
+    pub fn e2e_ns(&self) -> Option<u64> {
+        (self.flags & COMPLETED != 0).then(|| self.finished.0.saturating_sub(self.arrival.0))
+    }
+
+    pub fn failed(&self) -> bool {
+        self.flags & FAILED != 0
+    }
+
+    pub fn retried(&self) -> bool {
+        self.flags & RETRIED != 0
+    }
+
+    pub fn reset(&self) -> bool {
+        self.flags & RESET != 0
     }
 }
 
@@ -164,18 +191,18 @@ struct Tally {
 impl Tally {
     fn add(&mut self, t: &Timeline) {
         self.n += 1;
-        if let Some(x) = t.ttft_ns {
+        if let Some(x) = t.ttft_ns() {
             self.ttft.record(x);
         }
-        if let Some(x) = t.e2e_ns {
+        if let Some(x) = t.e2e_ns() {
             self.e2e.record(x);
         }
-        self.failed += u64::from(t.failed);
-        self.retried += u64::from(t.retried);
-        self.resets += u64::from(t.reset);
-        self.recompute += t.recompute_tokens;
-        self.prompt += u64::from(t.prompt_tokens);
-        self.cached += u64::from(t.cached_tokens);
+        self.failed += u64::from(t.failed());
+        self.retried += u64::from(t.retried());
+        self.resets += u64::from(t.reset());
+        self.recompute += u64::from(t.recompute);
+        self.prompt += u64::from(t.prompt);
+        self.cached += u64::from(t.cached);
     }
 
     fn of<'t>(ts: impl IntoIterator<Item = &'t Timeline>) -> Self {
@@ -296,11 +323,11 @@ pub fn analyse(run: &RunView<'_>, twin: Option<&[Timeline]>) -> Vec<Recovery> {
                 let (mut completions, mut failed) = (0, 0);
                 for i in j..j + hold {
                     for r in ix.window(i, k, t, fl) {
-                        if let Some(x) = r.ttft_ns {
+                        if let Some(x) = r.ttft_ns() {
                             h.record(x);
                             completions += 1;
                         }
-                        failed += u64::from(r.failed);
+                        failed += u64::from(r.failed());
                     }
                 }
                 (h.quantile(0.95), completions, failed)
@@ -308,7 +335,7 @@ pub fn analyse(run: &RunView<'_>, twin: Option<&[Timeline]>) -> Vec<Recovery> {
             let passes = |j: usize| {
                 let (p, completions, failed) = span_p95(&me, &in_flight, j);
                 let every_window_completes = (j..j + hold)
-                    .all(|i| me.window(i, k, t, &in_flight).any(|r| r.ttft_ns.is_some()));
+                    .all(|i| me.window(i, k, t, &in_flight).any(|r| r.ttft_ns().is_some()));
                 let reference_p95 = match (&reference, &twin_in_flight) {
                     (Some(ix), Some(fl)) => span_p95(ix, fl, j).0,
                     _ => baseline.ttft.quantile(0.95),
