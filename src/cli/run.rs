@@ -34,7 +34,7 @@ pub(super) fn run(
     let started = Instant::now();
     let scenario = super::load_checked(path, set, force)?;
     if let Some(o) = &out {
-        output::prepare_dir(o.dir, &[path])?;
+        output::prepare_results_dir(o.dir, &[path], force)?;
     }
     let mut sim = Simulation::from_scenario(&scenario).map_err(anyhow::Error::msg)?;
     if let Some(o) = &out {
@@ -62,6 +62,7 @@ pub(super) fn run(
     } else {
         print!("{}", output.summary.to_markdown());
     }
+    let out_dir = out.as_ref().map(|o| o.dir.to_path_buf());
     if let Some(o) = out {
         report::write_files(
             o.dir,
@@ -70,6 +71,13 @@ pub(super) fn run(
         if !json {
             println!("\nresults written to {}", o.dir.display());
         }
+    }
+    if let Some(why) = &output.summary.sim.stopped {
+        let written = match &out_dir {
+            Some(d) => format!("; the results so far are written to {}", d.display()),
+            None => String::new(),
+        };
+        anyhow::bail!("the run stopped early: {why}{written}");
     }
     if let Some(profile) = &output.profile {
         let total = started.elapsed();
