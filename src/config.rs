@@ -168,8 +168,21 @@ pub fn check_range(value: f64, (min, max): (f64, f64), unit: &str) -> Result<(),
         Ok(())
     } else {
         Err(format!(
-            "must be between {min} and {max}{unit}, got {value}"
+            "must be between {} and {}{unit}, got {}",
+            readable(min),
+            readable(max),
+            readable(value)
         ))
+    }
+}
+
+/// A number as a person writes it: `0.001`, `100000`, but `1e-300` and `1e300` rather than hundreds of
+/// digits.
+pub fn readable(v: f64) -> String {
+    if v != 0.0 && v.is_finite() && !(1e-4..1e9).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
     }
 }
 

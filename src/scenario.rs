@@ -781,6 +781,12 @@ fn override_error(
     overrides: &[String],
     e: &toml::de::Error,
 ) -> ScenarioError {
+    // The file itself may be what is wrong: then no override is to blame.
+    if let Err(own) = toml::from_str::<Scenario>(text)
+        && !own.message().contains("missing field")
+    {
+        return toml_error(text, file, &own);
+    }
     let culprit = toml::from_str::<toml::Table>(text)
         .ok()
         .and_then(|mut table| {

@@ -90,17 +90,67 @@ fn fault(workers: usize) -> impl Strategy<Value = String> {
         Just("kv_survives_restart = true".to_string()),
         Just("symptom = \"unreachable\"".to_string()),
     ];
-    (kind, target, timing, restart, extra, any::<bool>()).prop_map(
-        |(kind, target, timing, restart, extra, needs)| {
-            // Give the kinds that need a key a sensible one, most of the time.
-            let needed = match (kind, needs) {
-                ("slowdown", true) => "factor = 3.0",
-                ("memory_pressure", true) => "fraction = 0.5",
+    (kind, target, timing, restart, extra, 0..4u8).prop_map(
+        |(kind, target, timing, restart, extra, strict)| {
+            // Most entries keep only the keys their kind takes (and get the key it needs), so that
+            // most scenarios run; one in four keeps whatever was drawn, to exercise the refusals.
+            let keep = |line: &str| strict == 0 || fits(kind, line);
+            let stochastic = timing.starts_with("mtbf");
+            let needed = match kind {
+                "slowdown" if !extra.starts_with("factor") => "factor = 3.0",
+                "memory_pressure" if !extra.starts_with("fraction") => "fraction = 0.5",
                 _ => "",
             };
-            format!("\n[[faults]]\nkind = \"{kind}\"\n{target}\n{timing}\n{restart}\n{extra}\n{needed}\n")
+            let mut t = format!("\n[[faults]]\nkind = \"{kind}\"\n");
+            let timing = if stochastic && !keep("mtbf") {
+                "at = \"1s\"".to_string()
+            } else {
+                timing
+            };
+            let stochastic = timing.starts_with("mtbf");
+            for line in [
+                target.as_str(),
+                timing.as_str(),
+                restart.as_str(),
+                extra.as_str(),
+            ] {
+                let only_stochastic = line.starts_with("mttr") || line.starts_with("distribution");
+                let target_line = line.starts_with("worker") || line.starts_with("domain");
+                if line.is_empty()
+                    || (strict != 0 && only_stochastic && !stochastic)
+                    || (strict != 0 && target_line && kind == "store_failure")
+                    || (strict != 0 && line.contains("most_sessions") && stochastic)
+                    || !keep(line)
+                {
+                    continue;
+                }
+                t += line;
+                t.push('\n');
+            }
+            if strict != 0 && target.is_empty() && !stochastic && kind != "store_failure" {
+                t += "worker = 0\n";
+            }
+            t += needed;
+            t.push('\n');
+            t
         },
     )
+}
+
+/// Whether a fault entry's `line` (one key) applies to faults of `kind`.
+fn fits(kind: &str, line: &str) -> bool {
+    let key = line.split([' ', '=']).next().unwrap_or("");
+    let kinds: &[&str] = match key {
+        "factor" => &["slowdown"],
+        "fraction" => &["memory_pressure"],
+        "grace" => &["drain"],
+        "duration" => &["slowdown", "memory_pressure", "store_failure"],
+        "mtbf" | "mttr" | "distribution" | "restart" => &["crash", "hang"],
+        "restart_after" => &["crash", "hang", "drain"],
+        "kv_survives_restart" | "symptom" => &["crash"],
+        _ => return true,
+    };
+    kinds.contains(&kind)
 }
 
 /// `[gateway]` keys, as `--set` overrides.
@@ -179,7 +229,7 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
             "\n[interconnect]\nrdma_gb_per_s = {bw}\n[interconnect.replication]\nrate_threshold = {rate}\ncopies = 2\nmin_prefix_tokens = 16\n"
         )),
     ];
-    (groups, workload, router, tiers(), interconnect, gateway(), any::<u64>())
+    (groups, workload, router, tiers(), interconnect, gateway(), 0..i64::MAX as u64)
         .prop_flat_map(|(groups, workload, router, tiers, interconnect, gateway, seed)| {
             let workers: usize = groups.iter().map(|g| g.0 as usize).sum();
             let faults = prop::collection::vec(fault(workers), 0..4);
