@@ -44,6 +44,12 @@ pub const MAX_BACKGROUND_EVENTS: f64 = 1e9;
 /// run's fault log, bytes (upper bounds).
 pub const BYTES_PER_FAULT: f64 = 256.0;
 
+/// One time-series window's counters and TTFT histogram, bytes, plus [`BYTES_PER_WINDOW_WORKER`] per
+/// worker (docs/limits.md: about 1.5 KiB per window at 32 workers).
+pub const BYTES_PER_WINDOW: f64 = 1024.0;
+/// One worker's share of a time-series window, bytes.
+pub const BYTES_PER_WINDOW_WORKER: f64 = 8.0;
+
 /// A scenario that would not finish, or not fit in memory.
 #[derive(Debug, Error, PartialEq)]
 #[error("{field}: {message} (pass --force to run it anyway)")]
@@ -199,10 +205,16 @@ impl Footprint {
         } else {
             0.0
         };
+        // The time series keeps a window per `metrics.window` up to the horizon (and on while the
+        // last requests drain).
+        let windows = (crate::workload::synthetic::window_end(s.duration).as_secs_f64()
+            / s.metrics.window.as_secs_f64())
+        .ceil();
         let memory_bytes = workers as f64 * BYTES_PER_WORKER
             + kv_blocks as f64 * BYTES_PER_KV_BLOCK
             + request_blocks
-            + expected_faults * BYTES_PER_FAULT;
+            + expected_faults * BYTES_PER_FAULT
+            + windows * (BYTES_PER_WINDOW + BYTES_PER_WINDOW_WORKER * workers as f64);
         Footprint {
             workers,
             kv_blocks,
@@ -257,11 +269,18 @@ impl Footprint {
             });
         }
         if self.memory_bytes > MAX_MEMORY_BYTES {
+            let windows_bytes = {
+                let horizon = crate::workload::synthetic::window_end(s.duration).as_secs_f64();
+                (horizon / s.metrics.window.as_secs_f64()).ceil()
+                    * (BYTES_PER_WINDOW + BYTES_PER_WINDOW_WORKER * self.workers as f64)
+            };
             let field = if self
                 .in_flight
                 .is_some_and(|c| c as f64 * BYTES_PER_IN_FLIGHT > self.memory_bytes / 2.0)
             {
                 "workload.clients"
+            } else if windows_bytes > self.memory_bytes / 2.0 {
+                "metrics.window"
             } else {
                 "workers"
             };
@@ -339,7 +358,11 @@ output = { dist = "fixed", tokens = 10 }
         // 5 requests/s over 60 s; 2 workers of 1,000 blocks.
         assert_eq!(f.expected_requests, Some(300.0));
         assert_eq!((f.workers, f.kv_blocks), (2, 2000));
-        assert_eq!(f.memory_bytes, 2.0 * 16384.0 + 2000.0 * 96.0);
+        // Six 10-second windows of the time series.
+        assert_eq!(
+            f.memory_bytes,
+            2.0 * 16384.0 + 2000.0 * 96.0 + 6.0 * (1024.0 + 2.0 * 8.0)
+        );
         assert!(f.check(&s).is_ok());
     }
 
@@ -391,6 +414,19 @@ output = { dist = "fixed", tokens = 10 }
         .unwrap();
         let e = check(&s).unwrap_err();
         assert_eq!(e.field, "faults[0].mtbf", "{e}");
+    }
+
+    #[test]
+    fn a_time_series_too_fine_for_the_horizon_is_refused() {
+        // A millisecond window over ten years: 3·10¹¹ windows.
+        let (s, f) = footprint(&[
+            "metrics.window=\"1ms\"",
+            "duration=\"87600h\"",
+            "max_requests=10",
+        ]);
+        assert_eq!(f.check(&s).unwrap_err().field, "metrics.window");
+        let e = Scenario::parse(BASE, "s.toml", &["metrics.window=\"1ns\"".into()]).unwrap_err();
+        assert!(e.to_string().contains("metrics.window"), "{e}");
     }
 
     #[test]

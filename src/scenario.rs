@@ -357,6 +357,12 @@ impl Scenario {
         if self.duration == SimDuration::ZERO {
             return Err(("duration".into(), "must be greater than 0".into()));
         }
+        crate::config::check_span(
+            self.metrics.window,
+            SimDuration::from_millis(1),
+            SimDuration::MAX_PARSED,
+        )
+        .map_err(|m| ("metrics.window".to_string(), m))?;
         if self.max_requests == Some(0) {
             return Err((
                 "max_requests".into(),

@@ -1,8 +1,8 @@
 //! Fuzzing that runs simulations: proptest writes small whole scenarios, with faults, a gateway, KV
 //! tiers, prefill/decode splits and hot-prefix replication, from values in and out of their ranges,
 //! and runs every one that `validate` accepts to its end. A scenario may be refused; a run may not
-//! panic, abort or hang, and must account for every request it admitted (arrived = completed + failed
-//! + rejected). A second target seeds itself with the bundled scenarios (`scenarios/*.toml`), cut to a
+//! panic, abort or hang, and must account for every request it admitted (arrived equals completed
+//! plus failed plus rejected). A second target seeds itself with the bundled scenarios (`scenarios/*.toml`), cut to a
 //! few seconds and a few dozen requests, with generated faults and gateway settings laid on top.
 //!
 //! Budgets: each scenario is at most a few seconds of arrivals, 60 requests and 16 workers of at most

@@ -205,3 +205,46 @@ fn out_of_range_fault_values_are_refused_with_the_range() {
         FaultPlan::build(std::slice::from_ref(&s), &f, 3, SimTime(3_600_000_000_000)).unwrap();
     assert!(!plan.expand().is_empty());
 }
+
+#[test]
+fn a_restart_time_needs_a_restart() {
+    let domains = vec![Vec::new(); 1];
+    let restart = vec![SimDuration::from_secs(60)];
+    let f = fleet(&domains, &restart);
+    spec("kind = \"crash\"\nworker = 0\nat = \"1s\"\nrestart_after = \"10s\"")
+        .validate(&f)
+        .unwrap();
+    let e =
+        spec("kind = \"crash\"\nworker = 0\nat = \"1s\"\nrestart_after = \"10s\"\nrestart = false")
+            .validate(&f)
+            .unwrap_err();
+    assert_eq!(e.0, "restart_after");
+    assert!(e.1.contains("restart = false"), "{}", e.1);
+}
+
+#[test]
+fn weibull_failures_keep_the_configured_mean_whatever_the_shape() {
+    // The scale is chosen so that λ·Γ(1 + 1/k) is the mean: for k = 2 and k = 0.5 alike, the times
+    // between failures average an hour (about 1,800 of them: ±2% and ±5% scatter).
+    let domains = vec![Vec::new(); 1];
+    let restart = vec![SimDuration::from_secs(60)];
+    let f = fleet(&domains, &restart);
+    for k in ["2.0", "0.5"] {
+        let s = spec(&format!(
+            "kind = \"crash\"\nmtbf = \"1h\"\nmttr = \"5m\"\ndistribution = \"weibull\"\nshape = {k}"
+        ));
+        s.validate(&f).unwrap();
+        let horizon = SimTime(2_000 * 3_600 * 1_000_000_000);
+        let all = FaultPlan::build(std::slice::from_ref(&s), &f, 11, horizon)
+            .unwrap()
+            .expand();
+        let mut up = Vec::new();
+        let mut since = SimTime::ZERO;
+        for p in &all {
+            up.push(p.at.since(since).as_secs_f64());
+            since = p.at + p.restart_after.unwrap();
+        }
+        let mean = up.iter().sum::<f64>() / up.len() as f64;
+        assert!((mean / 3600.0 - 1.0).abs() < 0.15, "k = {k}: mean {mean} s");
+    }
+}
