@@ -105,6 +105,32 @@ fn a_drained_worker_returns_only_after_a_restart_and_a_good_check() {
 }
 
 #[test]
+fn a_conversation_on_a_worker_the_gateway_marked_down_is_lost() {
+    // The worker is neither restarted (same epoch) nor drained: the gateway's belief that it is
+    // down is enough for the next turn to start over elsewhere.
+    let spec = GatewaySpec {
+        session_state: SessionState::Worker,
+        health_check_failures: PositiveInt(1),
+        ..GatewaySpec::default()
+    };
+    let mut g = Gateway::new(spec, &[true, true]);
+    let s = |turn| Some(SessionRef { id: 9, turn });
+    let t0 = Request::new(1, s(0), SimTime::ZERO, 10, vec![seg(1, 100), seg(2, 50)]);
+    g.on_routed(&t0, 0, 0, SimTime::ZERO);
+    assert_eq!(g.on_health_check(0, false), Some(BeliefChange::MarkedDown));
+    let mut t1 = Request::new(
+        2,
+        s(1),
+        SimTime(1),
+        10,
+        vec![seg(1, 100), seg(2, 50), seg(3, 10)],
+    );
+    let mut dropped = 0;
+    let (home, reset) = g.session_home(&mut t1, &mut dropped, |_| 0, |_| true);
+    assert_eq!((home, reset), (None, true));
+}
+
+#[test]
 fn a_lost_conversation_restarts_at_the_new_message_and_stays_short() {
     let spec = GatewaySpec {
         session_state: SessionState::Worker,
