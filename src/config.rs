@@ -106,6 +106,15 @@ pub(crate) fn toml_error_parts(text: &str, file: &str, e: &toml::de::Error) -> (
 
 /// The name an "unknown field / unknown variant" message is about.
 fn named(message: &str) -> Option<String> {
+    // "`key`: what is wrong with its value"
+    if let Some(rest) = message.strip_prefix('`')
+        && let Some((key, tail)) = rest.split_once('`')
+        && tail.starts_with(": ")
+        && !key.is_empty()
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Some(key.to_string());
+    }
     for prefix in ["unknown field `", "unknown name `"] {
         if let Some(i) = message.find(prefix) {
             let rest = &message[i + prefix.len()..];
@@ -146,6 +155,48 @@ fn find_in_table(text: &str, offset: usize, name: &str) -> Option<usize> {
         pos += line.len();
     }
     None
+}
+
+/// Bandwidths of links to KV tiers, between workers and to weight storage, GB/s: from 1 MB/s (a
+/// congested network volume) to 100 TB/s (beyond any HBM). Outside it a transfer's time stops being
+/// representable in simulated nanoseconds, or is a typo.
+pub const BANDWIDTH_GB_PER_S: (f64, f64) = (1e-3, 1e5);
+
+/// `Err` naming the allowed range unless `min <= value <= max`; `unit` follows the numbers.
+pub fn check_range(value: f64, (min, max): (f64, f64), unit: &str) -> Result<(), String> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be between {} and {}{unit}, got {}",
+            readable(min),
+            readable(max),
+            readable(value)
+        ))
+    }
+}
+
+/// A number as a person writes it: `0.001`, `100000`, but `1e-300` and `1e300` rather than hundreds of
+/// digits.
+pub fn readable(v: f64) -> String {
+    if v != 0.0 && v.is_finite() && !(1e-4..1e9).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// `Err` naming the allowed range unless `min <= d <= max`.
+pub fn check_span(
+    d: crate::time::SimDuration,
+    min: crate::time::SimDuration,
+    max: crate::time::SimDuration,
+) -> Result<(), String> {
+    if d < min || d > max {
+        Err(format!("must be between {min} and {max}, got {d}"))
+    } else {
+        Ok(())
+    }
 }
 
 /// `#[serde(default = "crate::config::yes")]`: a flag that is on unless a file turns it off.

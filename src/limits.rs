@@ -37,6 +37,19 @@ pub const MAX_ESTIMATE_CONCURRENCY: u32 = 100_000;
 /// Most requests `estimate --requests` simulates.
 pub const MAX_ESTIMATE_REQUESTS: u32 = 10_000_000;
 
+/// Most background events (one worker's health check, one stochastic failure) a run may be expected
+/// to simulate without `--force`: each costs about what a request's step does.
+pub const MAX_BACKGROUND_EVENTS: f64 = 1e9;
+/// One stochastic fault stream's pending failure and random state, and one fault's entry in the
+/// run's fault log, bytes (upper bounds).
+pub const BYTES_PER_FAULT: f64 = 256.0;
+
+/// One time-series window's counters and TTFT histogram, bytes, plus [`BYTES_PER_WINDOW_WORKER`] per
+/// worker (docs/limits.md: about 1.5 KiB per window at 32 workers).
+pub const BYTES_PER_WINDOW: f64 = 1024.0;
+/// One worker's share of a time-series window, bytes.
+pub const BYTES_PER_WINDOW_WORKER: f64 = 8.0;
+
 /// A scenario that would not finish, or not fit in memory.
 #[derive(Debug, Error, PartialEq)]
 #[error("{field}: {message} (pass --force to run it anyway)")]
@@ -57,8 +70,73 @@ pub struct Footprint {
     pub expected_requests: Option<f64>,
     /// Requests that can be in flight at once, where the workload bounds it (closed-loop clients).
     pub in_flight: Option<u64>,
+    /// Faults expected over the run: the scheduled ones, and each stochastic stream's horizon over
+    /// its mean cycle (`mtbf + mttr`).
+    pub expected_faults: f64,
+    /// Worker health checks expected: with faults or late starts, every worker every
+    /// `gateway.health_check_interval` until the horizon.
+    pub health_checks: f64,
     /// Estimated peak memory, bytes.
     pub memory_bytes: f64,
+}
+
+/// Faults a scenario's `[[faults]]` are expected to produce up to its arrival window's end, and the
+/// entry that produces the most (`None` without faults).
+fn fault_counts(s: &Scenario) -> (f64, Option<usize>) {
+    if s.faults.is_empty() {
+        return (0.0, None);
+    }
+    let horizon = crate::workload::synthetic::window_end(s.duration).as_secs_f64();
+    // Per group, not per worker: the fleet may be too large to list (the memory check refuses it).
+    let fastest_restart = s
+        .workers
+        .iter()
+        .map(|g| {
+            s.restart
+                .restart_time(g.perf().weight_bytes_per_gpu() * f64::from(g.tp.0))
+        })
+        .min()
+        .unwrap_or_default();
+    let workers = s.worker_count();
+    let mut total = 0.0;
+    let mut worst: Option<(f64, usize)> = None;
+    for (i, f) in s.faults.iter().enumerate() {
+        let n = match f.mtbf {
+            None => 1.0,
+            Some(mtbf) => {
+                let targets = match (&f.worker, &f.workers, &f.domain) {
+                    (Some(_), _, _) => 1,
+                    (_, Some(ws), _) => ws.len(),
+                    (_, _, Some(d)) => s
+                        .workers
+                        .iter()
+                        .filter(|g| g.failure_domain.0.contains(d))
+                        .map(|g| g.count.0 as usize)
+                        .sum(),
+                    _ => workers,
+                };
+                let repair = if f.restart {
+                    f.mttr
+                        .or(f.restart_after)
+                        .unwrap_or(fastest_restart)
+                        .as_secs_f64()
+                } else {
+                    f64::INFINITY
+                };
+                let per_worker = if repair.is_infinite() {
+                    1.0
+                } else {
+                    (horizon / (mtbf.as_secs_f64() + repair)).ceil()
+                };
+                targets as f64 * per_worker
+            }
+        };
+        total += n;
+        if worst.is_none_or(|(m, _)| n > m) {
+            worst = Some((n, i));
+        }
+    }
+    (total, worst.map(|(_, i)| i))
 }
 
 /// Requests a traffic mix is expected to send over `window` seconds: the sum over its classes whose
@@ -119,14 +197,31 @@ impl Footprint {
             let block = f64::from(s.workers[0].block_size.0);
             n as f64 * (BYTES_PER_IN_FLIGHT + BYTES_PER_BLOCK_HASH * (tokens / block).ceil())
         });
+        let (expected_faults, _) = fault_counts(s);
+        let checked = !s.faults.is_empty() || s.workers.iter().any(|g| g.start_at.is_some());
+        let health_checks = if checked {
+            let horizon = crate::workload::synthetic::window_end(s.duration).as_secs_f64();
+            workers as f64 * (horizon / s.gateway.health_check_interval.as_secs_f64()).ceil()
+        } else {
+            0.0
+        };
+        // The time series keeps a window per `metrics.window` up to the horizon (and on while the
+        // last requests drain).
+        let windows = (crate::workload::synthetic::window_end(s.duration).as_secs_f64()
+            / s.metrics.window.as_secs_f64())
+        .ceil();
         let memory_bytes = workers as f64 * BYTES_PER_WORKER
             + kv_blocks as f64 * BYTES_PER_KV_BLOCK
-            + request_blocks;
+            + request_blocks
+            + expected_faults * BYTES_PER_FAULT
+            + windows * (BYTES_PER_WINDOW + BYTES_PER_WINDOW_WORKER * workers as f64);
         Footprint {
             workers,
             kv_blocks,
             expected_requests: expected,
             in_flight,
+            expected_faults,
+            health_checks,
             memory_bytes,
         }
     }
@@ -153,12 +248,39 @@ impl Footprint {
                 ),
             });
         }
+        if self.expected_faults + self.health_checks > MAX_BACKGROUND_EVENTS {
+            let (field, what) = match fault_counts(s).1 {
+                Some(i) if self.expected_faults > self.health_checks => (
+                    format!("faults[{i}].mtbf"),
+                    format!("about {} faults", count(self.expected_faults)),
+                ),
+                _ => (
+                    "gateway.health_check_interval".to_string(),
+                    format!("about {} worker health checks", count(self.health_checks)),
+                ),
+            };
+            return Err(LimitError {
+                field,
+                message: format!(
+                    "{what} expected before the arrival window ends, more than the {} background \
+                     events a run may simulate; lengthen it or shorten the duration",
+                    count(MAX_BACKGROUND_EVENTS)
+                ),
+            });
+        }
         if self.memory_bytes > MAX_MEMORY_BYTES {
+            let windows_bytes = {
+                let horizon = crate::workload::synthetic::window_end(s.duration).as_secs_f64();
+                (horizon / s.metrics.window.as_secs_f64()).ceil()
+                    * (BYTES_PER_WINDOW + BYTES_PER_WINDOW_WORKER * self.workers as f64)
+            };
             let field = if self
                 .in_flight
                 .is_some_and(|c| c as f64 * BYTES_PER_IN_FLIGHT > self.memory_bytes / 2.0)
             {
                 "workload.clients"
+            } else if windows_bytes > self.memory_bytes / 2.0 {
+                "metrics.window"
             } else {
                 "workers"
             };
@@ -236,7 +358,11 @@ output = { dist = "fixed", tokens = 10 }
         // 5 requests/s over 60 s; 2 workers of 1,000 blocks.
         assert_eq!(f.expected_requests, Some(300.0));
         assert_eq!((f.workers, f.kv_blocks), (2, 2000));
-        assert_eq!(f.memory_bytes, 2.0 * 16384.0 + 2000.0 * 96.0);
+        // Six 10-second windows of the time series.
+        assert_eq!(
+            f.memory_bytes,
+            2.0 * 16384.0 + 2000.0 * 96.0 + 6.0 * (1024.0 + 2.0 * 8.0)
+        );
         assert!(f.check(&s).is_ok());
     }
 
@@ -263,6 +389,44 @@ output = { dist = "fixed", tokens = 10 }
             .replace("rate = 5.0\n", "");
         let s = Scenario::parse(&text, "s.toml", &[]).unwrap();
         assert_eq!(check(&s).unwrap_err().field, "workload.clients");
+    }
+
+    #[test]
+    fn faults_and_health_checks_are_counted_before_the_run() {
+        // 2 workers failing every ~2 s (mtbf 1 s, mttr 1 s) over 60 s: 30 each.
+        let text = format!("{BASE}[[faults]]\nkind = \"crash\"\nmtbf = \"1s\"\nmttr = \"1s\"\n");
+        let s = Scenario::parse(&text, "s.toml", &[]).unwrap();
+        let f = Footprint::of(&s);
+        assert_eq!(f.expected_faults, 60.0);
+        // Every 5 s (the default) for 60 s, 2 workers.
+        assert_eq!(f.health_checks, 24.0);
+        assert!(f.check(&s).is_ok());
+        // Ten years of it on a thousand workers is 1.6e11 faults: refused, naming the entry.
+        let s = Scenario::parse(
+            &text,
+            "s.toml",
+            &[
+                "duration=\"87600h\"".into(),
+                "workers[0].count=1000".into(),
+                "max_requests=1000".into(),
+            ],
+        )
+        .unwrap();
+        let e = check(&s).unwrap_err();
+        assert_eq!(e.field, "faults[0].mtbf", "{e}");
+    }
+
+    #[test]
+    fn a_time_series_too_fine_for_the_horizon_is_refused() {
+        // A millisecond window over ten years: 3·10¹¹ windows.
+        let (s, f) = footprint(&[
+            "metrics.window=\"1ms\"",
+            "duration=\"87600h\"",
+            "max_requests=10",
+        ]);
+        assert_eq!(f.check(&s).unwrap_err().field, "metrics.window");
+        let e = Scenario::parse(BASE, "s.toml", &["metrics.window=\"1ns\"".into()]).unwrap_err();
+        assert!(e.to_string().contains("metrics.window"), "{e}");
     }
 
     #[test]

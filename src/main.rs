@@ -6,7 +6,7 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    let cli = fleetsim::cli::Cli::parse();
+    let cli = fleetsim::cli::Cli::parse_from(fleetsim::cli::negative_values(std::env::args_os()));
     if let Err(e) = fleetsim::cli::main_with(cli) {
         eprintln!("error: {e:#}");
         std::process::exit(1);

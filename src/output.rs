@@ -29,6 +29,18 @@ pub enum OutputError {
     /// The destination is an existing file where a directory is expected.
     #[error("{0} exists and is not a directory")]
     NotDirectory(String),
+    /// The results folder holds files fleetsim did not write.
+    #[error(
+        "{0} is not empty and was not made by fleetsim: refusing to write results into it (they could \
+         replace your own files); choose a new or empty folder"
+    )]
+    ForeignDirectory(String),
+    /// The results folder holds an earlier run's results.
+    #[error(
+        "{0} holds the results of an earlier fleetsim run: pass --force to replace them, or choose \
+         another folder"
+    )]
+    EarlierResults(String),
     /// The file system refused.
     #[error("cannot {action} {path}: {error}")]
     Io {
@@ -203,6 +215,42 @@ pub fn prepare_dir(dir: &Path, inputs: &[&Path]) -> Result<(), OutputError> {
     Ok(())
 }
 
+/// The file that marks a folder as fleetsim's results ([`prepare_results_dir`]).
+pub const RESULTS_MARK: &str = ".fleetsim-results";
+
+/// Whether `dir` holds results a fleetsim run wrote: its mark, or (from versions before the mark)
+/// `run_info.json` beside `summary.json`.
+fn made_by_fleetsim(dir: &Path) -> bool {
+    dir.join(RESULTS_MARK).is_file()
+        || (dir.join("run_info.json").is_file() && dir.join("summary.json").is_file())
+}
+
+/// [`prepare_dir`] for the results folder of a run (`--out`), which must not replace anything
+/// silently: a new or empty folder is taken (and marked as fleetsim's); a folder of an earlier run
+/// only with `replace` (`--force`); a non-empty folder fleetsim did not make, never.
+pub fn prepare_results_dir(dir: &Path, inputs: &[&Path], replace: bool) -> Result<(), OutputError> {
+    if dir.is_dir() {
+        let empty = std::fs::read_dir(dir)
+            .map_err(io("read", dir))?
+            .next()
+            .is_none();
+        if !empty {
+            if !made_by_fleetsim(dir) {
+                return Err(OutputError::ForeignDirectory(dir.display().to_string()));
+            }
+            if !replace {
+                return Err(OutputError::EarlierResults(dir.display().to_string()));
+            }
+        }
+    }
+    prepare_dir(dir, inputs)?;
+    write_file(
+        &dir.join(RESULTS_MARK),
+        b"This folder holds fleetsim results; fleetsim replaces them only when asked (--force).\n",
+        inputs,
+    )
+}
+
 /// Writes `files` (name within `dir`, contents) into `dir`: every file to a temporary file first, then
 /// all renamed into place, so a failure while writing leaves the previous results as they were.
 /// `inputs` must not be among the destinations.
@@ -277,6 +325,31 @@ mod tests {
         );
         write_file(&dest, b"new", &[]).unwrap();
         assert_eq!(std::fs::read(&dest).unwrap(), b"new");
+    }
+
+    #[test]
+    fn results_never_replace_anything_silently() {
+        let d = tmpdir("results");
+        // A new folder is taken and marked; a second run needs `replace`.
+        let out = d.join("res");
+        prepare_results_dir(&out, &[], false).unwrap();
+        assert!(out.join(RESULTS_MARK).is_file());
+        let e = prepare_results_dir(&out, &[], false).unwrap_err();
+        assert!(matches!(e, OutputError::EarlierResults(_)), "{e}");
+        assert!(e.to_string().contains("--force"), "{e}");
+        prepare_results_dir(&out, &[], true).unwrap();
+        // An empty folder is fine; a folder of the user's own files never is, --force or not.
+        let empty = d.join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        prepare_results_dir(&empty, &[], false).unwrap();
+        let mine = d.join("mine");
+        std::fs::create_dir_all(&mine).unwrap();
+        std::fs::write(mine.join("summary.json"), b"my own").unwrap();
+        for replace in [false, true] {
+            let e = prepare_results_dir(&mine, &[], replace).unwrap_err();
+            assert!(matches!(e, OutputError::ForeignDirectory(_)), "{e}");
+        }
+        assert_eq!(std::fs::read(mine.join("summary.json")).unwrap(), b"my own");
     }
 
     #[test]

@@ -357,6 +357,18 @@ impl Scenario {
         if self.duration == SimDuration::ZERO {
             return Err(("duration".into(), "must be greater than 0".into()));
         }
+        crate::config::check_span(
+            self.metrics.window,
+            SimDuration::from_millis(1),
+            SimDuration::MAX_PARSED,
+        )
+        .map_err(|m| ("metrics.window".to_string(), m))?;
+        if self.max_requests == Some(0) {
+            return Err((
+                "max_requests".into(),
+                "must be at least 1 (0 would simulate nothing; leave it out for no cap)".into(),
+            ));
+        }
         for (i, g) in self.workers.iter().enumerate() {
             let at = |f: &str| format!("workers[{i}].{f}");
             if !g.tp.0.is_power_of_two() || g.tp.0 > 8 {
@@ -428,6 +440,52 @@ impl Scenario {
 
     /// Tiers: one shared store, and tiers only where there is a prefix cache to write down.
     fn validate_tiers(&self) -> Result<(), (String, String)> {
+        use crate::config::{BANDWIDTH_GB_PER_S, check_range, check_span};
+        for (name, tier) in [
+            ("host", &self.tiers.host),
+            ("disk", &self.tiers.disk),
+            ("shared", &self.tiers.shared),
+        ] {
+            if let Some(t) = tier {
+                t.validate()
+                    .map_err(|(f, m)| (format!("tiers.{name}.{f}"), m))?;
+            }
+        }
+        let ic = &self.interconnect;
+        let bandwidths = [
+            (
+                "interconnect.nvlink_gb_per_s",
+                ic.nvlink_gb_per_s.map(|b| b.0),
+            ),
+            ("interconnect.rdma_gb_per_s", Some(ic.rdma_gb_per_s.0)),
+            (
+                "restart.weight_load_gb_per_s",
+                Some(self.restart.weight_load_gb_per_s.0),
+            ),
+        ];
+        for (field, v) in bandwidths {
+            if let Some(v) = v {
+                check_range(v, BANDWIDTH_GB_PER_S, " GB/s").map_err(|m| (field.to_string(), m))?;
+            }
+        }
+        let day = SimDuration::from_secs(86_400);
+        let spans = [
+            (
+                "interconnect.nvlink_latency",
+                ic.nvlink_latency,
+                crate::tiers::MAX_LATENCY,
+            ),
+            (
+                "interconnect.rdma_latency",
+                ic.rdma_latency,
+                crate::tiers::MAX_LATENCY,
+            ),
+            ("restart.engine_start", self.restart.engine_start, day),
+            ("restart.warmup", self.restart.warmup, day),
+        ];
+        for (field, d, max) in spans {
+            check_span(d, SimDuration::ZERO, max).map_err(|m| (field.to_string(), m))?;
+        }
         if self.tiers.shared.is_some()
             && self.gateway.session_state == SessionState::SharedTier
             && self.gateway.shared_tier != crate::gateway::SharedTierSpec::default()
@@ -729,6 +787,12 @@ fn override_error(
     overrides: &[String],
     e: &toml::de::Error,
 ) -> ScenarioError {
+    // The file itself may be what is wrong: then no override is to blame.
+    if let Err(own) = toml::from_str::<Scenario>(text)
+        && !own.message().contains("missing field")
+    {
+        return toml_error(text, file, &own);
+    }
     let culprit = toml::from_str::<toml::Table>(text)
         .ok()
         .and_then(|mut table| {

@@ -58,9 +58,11 @@ impl SimDuration {
         SimDuration(ms * 1_000_000)
     }
 
-    /// A span from float seconds, rounded to the nearest nanosecond; negative or non-finite input is a bug.
+    /// A span from float seconds, rounded to the nearest nanosecond, saturating at `u64::MAX` ns (an
+    /// infinite or astronomically long span, which only a product of extreme inputs gives, becomes the
+    /// longest one rather than a panic); negative or NaN input is a bug.
     pub fn from_secs_f64(s: f64) -> Self {
-        assert!(s.is_finite() && s >= 0.0, "invalid duration {s} s");
+        assert!(s >= 0.0, "invalid duration {s} s");
         SimDuration(round_non_negative(s * NANOS_PER_SEC as f64))
     }
 
@@ -113,10 +115,13 @@ impl SimDuration {
     }
 }
 
+/// Saturating: an instant past the end of `u64` nanoseconds (584 years) is [`SimTime::MAX`], "never",
+/// which no run reaches (the simulated-time budget stops a run long before).
 impl Add<SimDuration> for SimTime {
     type Output = SimTime;
+    #[inline]
     fn add(self, d: SimDuration) -> SimTime {
-        SimTime(self.0.checked_add(d.0).expect("simulated time overflow"))
+        SimTime(self.0.saturating_add(d.0))
     }
 }
 
@@ -126,10 +131,12 @@ impl AddAssign<SimDuration> for SimTime {
     }
 }
 
+/// Saturating at `u64::MAX` nanoseconds, like [`SimTime`]'s addition.
 impl Add for SimDuration {
     type Output = SimDuration;
+    #[inline]
     fn add(self, d: SimDuration) -> SimDuration {
-        SimDuration(self.0.checked_add(d.0).expect("duration overflow"))
+        SimDuration(self.0.saturating_add(d.0))
     }
 }
 
@@ -192,13 +199,13 @@ impl Serialize for SimDuration {
     }
 }
 
-/// `x.round() as u64` for finite `x >= 0` (halves away from zero, saturating at `u64::MAX`), without
+/// `x.round() as u64` for `x >= 0` (halves away from zero, saturating at `u64::MAX`, +∞ included), without
 /// the call into the C library that `f64::round` costs on x86-64 without SSE4.1: every step duration
 /// goes through here. Exact: below 2^53 the integer part and the fraction are exact in `f64`, and from
 /// 2^52 on every `f64` is an integer already.
 #[inline(always)]
 fn round_non_negative(x: f64) -> u64 {
-    debug_assert!(x.is_finite() && x >= 0.0);
+    debug_assert!(x >= 0.0);
     let whole = x as u64; // truncates; saturates at u64::MAX
     // Without a branch: the fraction is as likely above a half as below, so a branch on it would be
     // mispredicted every other step duration.
@@ -292,6 +299,22 @@ mod tests {
             let parsed = SimDuration::parse(d).unwrap();
             assert_eq!(SimDuration::parse(&parsed.to_string()).unwrap(), parsed);
         }
+    }
+
+    #[test]
+    fn sums_of_extreme_spans_saturate_instead_of_panicking() {
+        let long = SimDuration(u64::MAX - 1);
+        assert_eq!(SimTime(5) + long, SimTime::MAX);
+        assert_eq!(long + SimDuration(7), SimDuration(u64::MAX));
+        let mut t = SimTime::MAX;
+        t += SimDuration(1);
+        assert_eq!(t, SimTime::MAX);
+        // A step time multiplied by an absurd factor, or bytes over an absurd bandwidth.
+        assert_eq!(SimDuration::from_secs_f64(1e300), SimDuration(u64::MAX));
+        assert_eq!(
+            SimDuration::from_secs_f64(f64::INFINITY),
+            SimDuration(u64::MAX)
+        );
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub(super) fn compare(
         contenders = compare::cross(contenders, &variants);
     }
     if let Some(o) = &out {
-        output::prepare_dir(o.dir, &[path])?;
+        output::prepare_results_dir(o.dir, &[path], force)?;
     }
     // Each policy's requests stream into its own folder while it runs.
     let sink = |c: &compare::Contender| match &out {

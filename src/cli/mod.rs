@@ -60,7 +60,8 @@ pub enum Command {
         /// No progress bar.
         #[arg(long, short)]
         quiet: bool,
-        /// Run even if the scenario exceeds the size limits (docs/limits.md).
+        /// Run even if the scenario exceeds the size limits (docs/limits.md); with `--out`, replace the
+        /// results of an earlier run there.
         #[arg(long)]
         force: bool,
         /// Check every worker's KV memory conservation after each step, stopping at the first broken law
@@ -110,7 +111,8 @@ pub enum Command {
         /// Worker threads, 1 to 1024 (default: one per core). Results do not depend on it.
         #[arg(long, value_parser = clap::value_parser!(u16).range(1..=crate::limits::MAX_THREADS as i64))]
         threads: Option<u16>,
-        /// Run even if the scenario exceeds the size limits (docs/limits.md).
+        /// Run even if the scenario exceeds the size limits (docs/limits.md); with `--out`, replace the
+        /// results of an earlier comparison there.
         #[arg(long)]
         force: bool,
     },
@@ -686,10 +688,41 @@ fn load_checked(path: &std::path::Path, set: &[String], force: bool) -> Result<S
     Ok(s)
 }
 
+/// The command line with a negative number after an option joined to it (`--threads -1` becomes
+/// `--threads=-1`), so that the option's own check says what is wrong with the value ("expected a
+/// number between 1 and 1024, got -1") instead of clap taking `-1` for an unknown flag. A value
+/// such as `-3s` (a negative duration) is joined the same way.
+pub fn negative_values(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    let mut out: Vec<std::ffi::OsString> = Vec::new();
+    for arg in args {
+        let negative = arg.to_str().is_some_and(|a| {
+            let mut c = a.chars();
+            c.next() == Some('-') && c.next().is_some_and(|d| d.is_ascii_digit() || d == '.')
+        });
+        let joins = out
+            .last()
+            .and_then(|p| p.to_str())
+            .is_some_and(|p| p.starts_with("--") && p.len() > 2 && !p.contains('='));
+        if negative && joins {
+            let last = out.last_mut().expect("checked");
+            last.push("=");
+            last.push(&arg);
+        } else {
+            out.push(arg);
+        }
+    }
+    out
+}
+
 fn parse_speedup(s: &str) -> Result<f64, String> {
+    let (min, max) = crate::workload::trace::SPEEDUP;
     match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("expected a number greater than 0, got {s}")),
+        Ok(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "expected a number between {min} and {max}, got {s}"
+        )),
     }
 }
 

@@ -36,7 +36,7 @@ pub(super) fn run(
     let started = Instant::now();
     let scenario = super::load_checked(path, set, force)?;
     if let Some(o) = &out {
-        output::prepare_dir(o.dir, &[path])?;
+        output::prepare_results_dir(o.dir, &[path], force)?;
     }
     let mut setup = started.elapsed();
     let bars = Bars::new(quiet);
@@ -67,6 +67,7 @@ pub(super) fn run(
     } else {
         out!("{}", output.summary.to_markdown());
     }
+    let out_dir = out.as_ref().map(|o| o.dir.to_path_buf());
     if let Some(o) = out {
         report::write_files(
             o.dir,
@@ -75,6 +76,13 @@ pub(super) fn run(
         if !json {
             outln!("\nresults written to {}", o.dir.display());
         }
+    }
+    if let Some(why) = &output.summary.sim.stopped {
+        let written = match &out_dir {
+            Some(d) => format!("; the results so far are written to {}", d.display()),
+            None => String::new(),
+        };
+        anyhow::bail!("the run stopped early: {why}{written}");
     }
     if let Some(profile) = &output.profile {
         let total = started.elapsed();

@@ -32,7 +32,7 @@ fn crash(at: SimTime, worker: usize, restart_after: Option<f64>, keep_kv: bool) 
 }
 
 fn plan(faults: Vec<PlannedFault>) -> FaultPlan {
-    FaultPlan { faults }
+    FaultPlan::scheduled(faults)
 }
 
 #[test]
@@ -166,5 +166,50 @@ fn the_engine_tracks_conversations_only_when_something_needs_them() {
         let (mut sim, _) = simulation(2, Vec::new());
         sim.set_faults(faults, gateway, Vec::new());
         assert_eq!(sim.track_sessions, expected, "case {i}");
+    }
+}
+
+#[test]
+fn a_permanent_crash_during_an_outage_keeps_the_worker_down_for_good() {
+    // Worker 0 crashes at 1 s and would be back at 31 s; a crash meant to take it out for good lands at
+    // 10 s, while it is down. It must not come back: every later request goes to worker 1 (issue 41: the
+    // worker came back and served 44 more requests).
+    let reqs = (0..40)
+        .map(|i| request(i, secs(40.0 + 0.5 * i as f64), i, 8, 1))
+        .collect();
+    let (mut sim, records) = simulation(2, reqs);
+    sim.set_faults(
+        plan(vec![
+            crash(secs(1.0), 0, Some(30.0), false),
+            crash(secs(10.0), 0, None, false),
+        ]),
+        GatewaySpec::default(),
+        Vec::new(),
+    );
+    let out = sim.run(&mut |_| {});
+    assert_eq!(out.collector.completed, 40);
+    for i in 0..40 {
+        assert_eq!(by_id(&records, i).worker, Some(1), "request {i}");
+    }
+}
+
+#[test]
+fn a_permanent_crash_during_a_hang_kills_the_worker_for_good() {
+    // The hang's restart at 31 s kills the hung process; the permanent crash at 10 s means no new one.
+    let reqs = (0..20)
+        .map(|i| request(i, secs(40.0 + 0.5 * i as f64), i, 8, 1))
+        .collect();
+    let (mut sim, records) = simulation(2, reqs);
+    let mut hang = crash(secs(1.0), 0, Some(30.0), false);
+    hang.kind = FaultKind::Hang;
+    sim.set_faults(
+        plan(vec![hang, crash(secs(10.0), 0, None, false)]),
+        GatewaySpec::default(),
+        Vec::new(),
+    );
+    let out = sim.run(&mut |_| {});
+    assert_eq!(out.collector.completed, 20);
+    for i in 0..20 {
+        assert_eq!(by_id(&records, i).worker, Some(1), "request {i}");
     }
 }

@@ -158,7 +158,15 @@ impl Simulation {
             self.settle_worker(w);
         }
         if f.kind.takes_down() {
-            // A worker that is already down cannot fail again (a random failure during a restart).
+            // A worker that is already down cannot fail again (a random failure during a restart); but
+            // a fault that takes it out for good still does: it does not come back from this outage.
+            if f.restart_after.is_none() {
+                for &w in &targets {
+                    if self.truth[w] != Truth::Up {
+                        self.gone[w] = true;
+                    }
+                }
+            }
             targets.retain(|&w| self.truth[w] == Truth::Up);
         }
         let label = match &f.targets {
@@ -245,6 +253,14 @@ impl Simulation {
             self.schedule(self.now + d, Class::Fault, Event::FaultEnds(i));
         }
         self.hit[i] = targets;
+        // A stochastic failure: its stream's next one is drawn now, into the same slot.
+        if let Some(k) = self.plan_streams[i]
+            && let Some(next) = self.fault_streams[k].after(&f)
+        {
+            let at = next.at;
+            self.plan[i] = next;
+            self.schedule(at, Class::Fault, Event::Fault(i));
+        }
     }
 
     /// Brings `w` back after `after` (if it comes back at all), as fault `fault` says.
@@ -339,6 +355,12 @@ impl Simulation {
     }
 
     pub(super) fn on_restart(&mut self, w: usize, fault: usize) {
+        if self.gone[w] {
+            if self.truth[w] == Truth::Hung {
+                self.crash_worker(w, Symptom::Refused, false, "worker restarted");
+            }
+            return; // a permanent fault hit it during this outage
+        }
         match self.truth[w] {
             Truth::Hung => {
                 // The hung process is killed: what is still on it is lost.
@@ -359,14 +381,18 @@ impl Simulation {
     }
 
     pub(super) fn on_start(&mut self, w: usize) {
+        if self.gone[w] {
+            return; // taken out for good before it started
+        }
         self.truth[w] = Truth::Up;
         let up = self.workers_up();
         self.collector.on_workers_up(self.now, up);
     }
 
     /// Requests still on a worker when nothing more can happen (a worker whose memory was taken away
-    /// for good): they fail, counted, instead of vanishing.
-    pub(super) fn fail_stranded(&mut self) {
+    /// for good, or the run's simulated-time budget spent): they fail with `reason`, counted, instead
+    /// of vanishing.
+    pub(super) fn fail_stranded(&mut self, reason: &'static str) {
         for w in 0..self.workers.len() {
             let (stranded, _) = if self.workers[w].outstanding() > 0 {
                 self.workers[w].crash(true)
@@ -375,12 +401,7 @@ impl Simulation {
             };
             for seq in stranded {
                 self.router.on_request_failed(seq.request.id, w);
-                self.finish_seq(
-                    seq,
-                    Some(w),
-                    Outcome::Failed,
-                    Some("never served: the worker could not admit it"),
-                );
+                self.finish_seq(seq, Some(w), Outcome::Failed, Some(reason));
             }
         }
     }

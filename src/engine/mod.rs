@@ -42,12 +42,26 @@ use crate::request::{Request, RequestId};
 use crate::routing::router::DecisionRecord;
 use crate::routing::{Decision, Router, RouterSpec};
 use crate::scenario::Scenario;
-use crate::time::SimTime;
+use crate::time::{SimDuration, SimTime};
 use crate::worker::{HistoryHolder, Sequence, Worker, WorkerSnapshot};
 use crate::workload::{Workload, synthetic::window_end};
 use profile::{Phase, Profile};
 use queue::{Class, EventQueue};
 use steady_run::SteadyRun;
+
+/// How many times its horizon (the end of its arrival window) a run may simulate before it is stopped.
+pub const BUDGET_FACTOR: u64 = 1000;
+/// The failure reason of the requests a run stopped by its budget leaves unfinished.
+pub const BUDGET_REASON: &str = "unfinished when the simulated-time budget ran out";
+
+/// The simulated-time budget of a run whose arrival window ends at `horizon`: [`BUDGET_FACTOR`] times
+/// it, and at least a day past it. Queues built up by overload drain well within it; what runs past it
+/// is a run that would take hours of CPU to simulate months of nothing (a hung worker whose requests
+/// wait on a day-long timeout, a fleet that can never serve its load).
+pub fn time_budget(horizon: SimTime) -> SimTime {
+    let day = SimDuration::from_secs(86_400);
+    SimTime(horizon.0.saturating_mul(BUDGET_FACTOR)).max(horizon + day)
+}
 
 /// Something that happens at an instant.
 #[derive(Debug)]
@@ -187,12 +201,23 @@ pub struct Simulation {
     gateway: Gateway,
     truth: Vec<Truth>,
     plan: Vec<PlannedFault>,
+    /// Per planned fault: the stochastic stream that draws its successor when it happens, if any.
+    plan_streams: Vec<Option<usize>>,
+    /// The stochastic fault streams ([`crate::faults::FaultStream`]).
+    fault_streams: Vec<crate::faults::FaultStream>,
+    /// Per worker: a fault meant to take it out for good hit it while it was already down, so it must
+    /// not come back.
+    gone: Vec<bool>,
     /// Workers each planned fault hit (resolved when it happened).
     hit: Vec<Vec<usize>>,
-    /// Whether each planned fault happened (the run may end before a late one).
+    /// Whether each planned fault's pending occurrence happened (the run may end before a late one).
     fired: Vec<bool>,
     /// The scenario's `[meta]` notes, for the summary.
     meta: Option<MetaNotes>,
+    /// The run stops at the first event after this instant ([`time_budget`]); `SimTime::MAX`: never.
+    time_budget: SimTime,
+    /// Why the run stopped early, if it did.
+    stopped: Option<String>,
     /// Late starts: (worker, when).
     starts: Vec<(usize, SimTime)>,
     /// Content hashes that were cached on workers that failed and have not been recomputed since.
@@ -272,6 +297,7 @@ impl Simulation {
             Collector::new(s.slo.clone(), s.worker_count()),
         );
         sim.horizon = end;
+        sim.time_budget = time_budget(end);
         sim.notes = built.notes;
         let m = &s.meta;
         sim.meta = (m.question.is_some() || m.conclusion.is_some() || !m.retest_when.is_empty())
@@ -332,9 +358,14 @@ impl Simulation {
         self.hit = vec![Vec::new(); plan.faults.len()];
         self.fired = vec![false; plan.faults.len()];
         if !plan.faults.is_empty() {
-            self.collector.keep_timelines(); // for the recovery analysis
+            let stochastic = plan.stream_of.iter().any(Option::is_some);
+            let from = timeline_cutoff(&plan.faults, stochastic, &self.collector);
+            self.collector.keep_timelines_from(from);
         }
         self.plan = plan.faults;
+        self.plan_streams = plan.stream_of;
+        self.fault_streams = plan.streams;
+        self.gone = vec![false; self.workers.len()];
         self.starts = starts;
         self.track_sessions = self.gateway.spec.session_state == SessionState::Worker
             || self.plan.iter().any(|f| f.targets == Targets::MostSessions);
@@ -395,9 +426,14 @@ impl Simulation {
             gateway: Gateway::new(GatewaySpec::default(), &vec![true; n]),
             truth: vec![Truth::Up; n],
             plan: Vec::new(),
+            plan_streams: Vec::new(),
+            fault_streams: Vec::new(),
+            gone: vec![false; n],
             hit: Vec::new(),
             fired: Vec::new(),
             meta: None,
+            time_budget: SimTime::MAX,
+            stopped: None,
             starts: Vec::new(),
             lost: FxHashSet::default(),
             turn_blocks: Default::default(),
@@ -440,10 +476,15 @@ impl Simulation {
         }
     }
 
-    /// Keeps every request's timeline for a recovery analysis against this run (it is some run's
-    /// no-fault twin); a run with faults keeps them anyway.
-    pub fn keep_timelines(&mut self) {
-        self.collector.keep_timelines();
+    /// Keeps the timeline of every request that arrives from `from` on, for a recovery analysis
+    /// against this run (it is some run's no-fault twin); a run with faults keeps them anyway.
+    pub fn keep_timelines_from(&mut self, from: SimTime) {
+        self.collector.keep_timelines_from(from);
+    }
+
+    /// From when this run keeps request timelines (its twin needs the same); `None` if it keeps none.
+    pub fn timelines_from(&self) -> Option<SimTime> {
+        self.collector.timelines_from()
     }
 
     /// Streams every finished request's record to `sink` (`requests.parquet`), in finishing order.
@@ -501,6 +542,10 @@ impl Simulation {
                 && self.superseded.remove(stamp)
             {
                 continue; // its run was shortened; it was taken off the foreground count then
+            }
+            if t > self.time_budget {
+                self.stop_at_budget(event);
+                break;
             }
             self.class_now = class;
             if !event.is_background() {
@@ -563,9 +608,11 @@ impl Simulation {
                 Event::HealthCheck => self.on_health_check(),
             }
         }
-        self.fail_stranded();
+        self.fail_stranded("never served: the worker could not admit it");
         for i in 0..self.plan.len() {
-            if !self.fired[i] {
+            // A scheduled fault the run ended before (a random failure's next draw past the end is
+            // not a fault that vanished: it is where its stream happened to stop).
+            if !self.fired[i] && self.plan_streams[i].is_none() {
                 let f = &self.plan[i];
                 (self.collector).on_fault_skipped(f.at, f.label.clone(), f.kind.as_str());
             }
@@ -580,7 +627,10 @@ impl Simulation {
             self.collector.recompute.total_tokens(),
             "recompute does not add up: every re-prefilled token needs exactly one cause"
         );
-        if let Err(e) = self.check_pools_at_end() {
+        // A run cut short may leave transfers in flight holding blocks; only a whole run must balance.
+        if self.stopped.is_none()
+            && let Err(e) = self.check_pools_at_end()
+        {
             panic!("KV memory not conserved at the end of the run: {e}");
         }
         progress(&self.progress_at(1.0));
@@ -594,6 +644,39 @@ impl Simulation {
         let mut out = self.into_output();
         out.requests_written = requests_written;
         Ok(out)
+    }
+
+    /// The simulated-time budget ran out at `next`, the first event past it: every request still
+    /// in the gateway or on a worker fails, counted under [`BUDGET_REASON`], arrivals not yet made are
+    /// dropped, and the run ends with what it has.
+    fn stop_at_budget(&mut self, next: Event) {
+        self.stopped = Some(format!(
+            "the simulated clock passed {} s, {}x the scenario's horizon of {} s, with {} requests \
+             unfinished; they are counted as failed (\"{BUDGET_REASON}\"). Something keeps the run \
+             going long after its arrivals (a hung worker and a long gateway.request_timeout, retries \
+             that never succeed, a fleet far too slow for its load)",
+            self.time_budget.as_secs_f64(),
+            BUDGET_FACTOR,
+            self.horizon.as_secs_f64(),
+            self.collector.arrived - self.collector.finished()
+        ));
+        let mut pending = vec![next];
+        while let Some((_, _, e)) = self.queue.pop_with_class() {
+            pending.push(e);
+        }
+        for event in pending {
+            let seq = match event {
+                Event::Retry(seq)
+                | Event::Deliver { seq, .. }
+                | Event::Handoff { seq, .. }
+                | Event::PeerDeliver { seq, .. }
+                | Event::ConnectFailed { seq, .. } => seq,
+                _ => continue,
+            };
+            self.finish_seq(*seq, None, Outcome::Failed, Some(BUDGET_REASON));
+        }
+        self.foreground = 0;
+        self.fail_stranded(BUDGET_REASON);
     }
 
     /// Queues `event` at `at`, counting foreground events. Step ends are ranked by worker, so that
@@ -1213,6 +1296,7 @@ impl Simulation {
         summary.meta = self.meta.take();
         let bench = self.workload.bench_report();
         summary.benchmark = bench.clone();
+        summary.sim.stopped = self.stopped.take();
         summary.tiers = self.tier_summary();
         summary.energy = Some(EnergySummary::of(
             self.workers.iter().map(|w| worker_energy_j(w, end)).sum(),
@@ -1281,6 +1365,27 @@ impl TurnLeft {
         let tokens: u64 = self.segments.iter().map(|s| u64::from(s.tokens)).sum();
         (full as u64).min(tokens.saturating_sub(1) / u64::from(self.block_size)) as u32
     }
+}
+
+/// How long before a fault a request still in flight at it may have arrived, beyond the recovery
+/// baseline, for the recovery analysis to see it.
+const IN_FLIGHT_MARGIN: SimDuration = SimDuration::from_secs(120);
+
+/// The earliest arrival whose timeline a run with `faults` keeps: the recovery baseline and a margin
+/// before the first scheduled fault, or the start when a fault is random (its time is drawn later).
+/// Keeping only those (48 bytes a request) spares a long run with a late fault most of that memory.
+fn timeline_cutoff(faults: &[PlannedFault], stochastic: bool, c: &Collector) -> SimTime {
+    let first = faults.iter().map(|f| f.at).min().unwrap_or(SimTime::ZERO);
+    if stochastic {
+        return SimTime::ZERO;
+    }
+    let back = c
+        .series
+        .spec
+        .recovery_baseline
+        .0
+        .saturating_add(IN_FLIGHT_MARGIN.0);
+    SimTime(first.0.saturating_sub(back))
 }
 
 /// Whether finding the longest prefix of `hashes` cached beyond the `local` leading blocks a worker

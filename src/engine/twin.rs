@@ -33,12 +33,13 @@ pub fn run_judged(
     let mut sim = Simulation::from_scenario(s)?;
     prepare(&mut sim)?;
     let twin = with_twin.then(|| twin_of(s)).flatten();
+    let from = sim.timelines_from().unwrap_or(crate::time::SimTime::ZERO);
     let (out, twin) = rayon::join(
         || sim.try_run(progress),
         || {
             twin.map(|t| {
                 let mut sim = Simulation::from_scenario(&t)?;
-                sim.keep_timelines();
+                sim.keep_timelines_from(from);
                 sim.try_run(&mut |_| {})
             })
         },

@@ -1,9 +1,11 @@
 //! Faults: what goes wrong, when, and to which workers.
 //!
-//! A scenario's `[[faults]]` entries are data. [`FaultPlan::build`] expands them once, before the run, into
-//! a list of [`PlannedFault`]s sorted by time: scheduled faults as written, stochastic ones (per-worker
-//! MTBF/MTTR) drawn from their own named random streams (`faults.N.worker.W`), so adding or changing a
-//! fault never shifts the workload's or the router's random numbers. The engine turns each planned fault
+//! A scenario's `[[faults]]` entries are data. [`FaultPlan::build`] expands them, before the run, into
+//! a list of [`PlannedFault`]s sorted by time: scheduled faults as written, and the first failure of each
+//! stochastic one (per-worker MTBF/MTTR); each later failure is drawn from the same named random stream
+//! (`faults.N.worker.W`, a [`FaultStream`]) when the one before it happens, so the plan's memory does not
+//! grow with the horizon, and adding or changing a fault never shifts the workload's or the router's
+//! random numbers. The engine turns each planned fault
 //! into one event; what a fault *does* (a crash's lost work, the gateway's reaction) lives in the engine
 //! and the [`crate::gateway`].
 //!
@@ -264,6 +266,18 @@ pub struct PlannedFault {
     pub label: String,
 }
 
+/// A slowdown's step-time factor: from a hundredfold speed-up to a thousandfold slowdown.
+pub const FACTOR: (f64, f64) = (0.01, 1000.0);
+/// A Weibull shape `k`: below 0.1 the scale that gives the mean underflows (Γ(1 + 1/k) is astronomical),
+/// above 20 the lifetime is all but constant.
+pub const SHAPE: (f64, f64) = (0.1, 20.0);
+/// Shortest mean time between failures: every second, per worker.
+pub const MIN_MTBF: SimDuration = SimDuration::from_secs(1);
+/// Shortest mean time to repair.
+pub const MIN_MTTR: SimDuration = SimDuration::from_millis(1);
+/// Longest drain grace period.
+pub const MAX_GRACE: SimDuration = SimDuration::from_secs(86_400);
+
 /// Default grace period of a drain: Kubernetes' `terminationGracePeriodSeconds` default.
 pub const DEFAULT_GRACE: SimDuration = SimDuration::from_secs(30);
 
@@ -339,6 +353,23 @@ impl FaultSpec {
             if d == Some(SimDuration::ZERO) {
                 return Err((field, "must be greater than 0".into()));
             }
+        }
+        if let Some(f) = self.factor {
+            crate::config::check_range(f.0, FACTOR, "").map_err(|m| ("factor", m))?;
+        }
+        if let Some(k) = self.shape {
+            crate::config::check_range(k.0, SHAPE, "").map_err(|m| ("shape", m))?;
+        }
+        if let Some(d) = self.mtbf {
+            crate::config::check_span(d, MIN_MTBF, SimDuration::MAX_PARSED)
+                .map_err(|m| ("mtbf", m))?;
+        }
+        if let Some(d) = self.mttr {
+            crate::config::check_span(d, MIN_MTTR, SimDuration::MAX_PARSED)
+                .map_err(|m| ("mttr", m))?;
+        }
+        if let Some(d) = self.grace {
+            crate::config::check_span(d, SimDuration::ZERO, MAX_GRACE).map_err(|m| ("grace", m))?;
         }
         if self.restart_after.is_some() && !self.restart {
             return Err(("restart_after", "contradicts restart = false".into()));
@@ -507,17 +538,68 @@ impl FaultSpec {
     }
 }
 
-/// The faults of a run, expanded and sorted by time.
+/// The faults of a run: the scheduled ones, and for each stochastic (MTBF) entry and worker a
+/// [`FaultStream`] whose next failure is drawn only when the previous one happens, so that the plan's
+/// memory does not grow with the horizon (a week of `mtbf = "1s"` is one pending fault per worker).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FaultPlan {
+    /// Sorted by time: every scheduled fault, then each stream's first failure.
     pub faults: Vec<PlannedFault>,
+    /// Per entry of `faults`: the stream it came from, if stochastic.
+    pub stream_of: Vec<Option<usize>>,
+    /// The stochastic streams, one per (entry, worker).
+    pub streams: Vec<FaultStream>,
+}
+
+/// One worker's random failures from one `[[faults]]` entry: alternating times between failures and
+/// repair times, drawn in that order from the stream `faults.N.worker.W`. Drawing lazily gives the very
+/// failures that drawing them all up front would (same stream, same order).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultStream {
+    rng: rng::SimRng,
+    distribution: Lifetime,
+    shape: Option<Positive>,
+    mtbf: SimDuration,
+    /// Mean repair time; `None`: the first failure is for good (`restart = false`).
+    repair_mean: Option<SimDuration>,
+    /// No failure at or after this.
+    horizon: SimTime,
+    /// The failure's fields other than its time and repair.
+    template: PlannedFault,
+}
+
+impl FaultStream {
+    /// The failure drawn after `after` (the start of the run, or the end of the previous failure's
+    /// repair); `None` once the stream is past its horizon.
+    fn next(&mut self, after: SimTime) -> Option<PlannedFault> {
+        let at = after + draw(&mut self.rng, self.distribution, self.shape, self.mtbf);
+        if at >= self.horizon {
+            return None;
+        }
+        let repair = self
+            .repair_mean
+            .map(|m| draw(&mut self.rng, self.distribution, self.shape, m));
+        Some(PlannedFault {
+            at,
+            restart_after: repair,
+            ..self.template.clone()
+        })
+    }
+
+    /// The failure after `previous` (the last one this stream gave), if any: drawn when `previous`
+    /// happens. A failure without repair ends the stream.
+    pub fn after(&mut self, previous: &PlannedFault) -> Option<PlannedFault> {
+        let r = previous.restart_after?;
+        self.next(previous.at + r)
+    }
 }
 
 impl FaultPlan {
     /// Expands `specs` (already validated) for a run of `horizon` under `seed`. Scheduled faults after
-    /// the horizon are kept (the engine ignores what happens after the work is done). Returns an error
-    /// naming the two entries if scheduled faults contradict each other: a worker taken down again while
-    /// it is still down, or two slowdowns (or two memory pressures) of one worker at once.
+    /// the horizon are kept (the engine ignores what happens after the work is done); stochastic ones
+    /// start at or before it and their streams stop there. Returns an error naming the two entries if
+    /// scheduled faults contradict each other: a worker taken down again while it is still down, or two
+    /// slowdowns (or two memory pressures) of one worker at once.
     pub fn build(
         specs: &[FaultSpec],
         fleet: &Fleet,
@@ -525,6 +607,7 @@ impl FaultPlan {
         horizon: SimTime,
     ) -> Result<FaultPlan, (usize, &'static str, String)> {
         let mut faults = Vec::new();
+        let mut streams = Vec::new();
         for (i, s) in specs.iter().enumerate() {
             let targets = s.workers(fleet);
             let restart_of = |w: usize| -> Option<SimDuration> {
@@ -561,22 +644,20 @@ impl FaultPlan {
             match (s.mtbf, &targets) {
                 (Some(mtbf), Targets::Workers(ws)) => {
                     for &w in ws {
-                        let mut r = rng::stream(seed, &format!("faults.{i}.worker.{w}"));
-                        let repair_mean = s.mttr.or(restart_of(w)).unwrap_or(fleet.restart[w]);
-                        let mut t = SimTime::ZERO;
-                        loop {
-                            t += draw(&mut r, s.distribution, s.shape, mtbf);
-                            if t >= horizon {
-                                break;
-                            }
-                            let repair = s
+                        let mut stream = FaultStream {
+                            rng: rng::stream(seed, &format!("faults.{i}.worker.{w}")),
+                            distribution: s.distribution,
+                            shape: s.shape,
+                            mtbf,
+                            repair_mean: s
                                 .restart
-                                .then(|| draw(&mut r, s.distribution, s.shape, repair_mean));
-                            faults.push(planned(t, Targets::Workers(vec![w]), repair));
-                            match repair {
-                                Some(d) => t += d,
-                                None => break,
-                            }
+                                .then(|| s.mttr.or(restart_of(w)).unwrap_or(fleet.restart[w])),
+                            horizon,
+                            template: planned(SimTime::ZERO, Targets::Workers(vec![w]), None),
+                        };
+                        if let Some(first) = stream.next(SimTime::ZERO) {
+                            faults.push((first, Some(streams.len())));
+                            streams.push(stream);
                         }
                     }
                 }
@@ -589,18 +670,51 @@ impl FaultPlan {
                         }
                         _ => restart_of(0),
                     };
-                    faults.push(planned(at, targets, restart));
+                    faults.push((planned(at, targets, restart), None));
                 }
             }
         }
-        faults.sort_by(|a, b| a.at.cmp(&b.at).then(a.source.cmp(&b.source)));
+        faults.sort_by(|(a, _), (b, _)| a.at.cmp(&b.at).then(a.source.cmp(&b.source)));
+        let (faults, stream_of): (Vec<_>, Vec<_>) = faults.into_iter().unzip();
         check_overlaps(specs, &faults)?;
-        Ok(FaultPlan { faults })
+        Ok(FaultPlan {
+            faults,
+            stream_of,
+            streams,
+        })
+    }
+
+    /// A plan of scheduled faults only (sorted by time), as tests and custom drivers write them.
+    pub fn scheduled(faults: Vec<PlannedFault>) -> FaultPlan {
+        FaultPlan {
+            stream_of: vec![None; faults.len()],
+            faults,
+            streams: Vec::new(),
+        }
     }
 
     /// Whether there is no fault at all.
     pub fn is_empty(&self) -> bool {
         self.faults.is_empty()
+    }
+
+    /// Every fault of the plan up to its horizon, streams drawn to the end, sorted by time: what the
+    /// lazy plan gives over a run, for tests and for counting (memory grows with the faults).
+    pub fn expand(&self) -> Vec<PlannedFault> {
+        let mut all = Vec::new();
+        for (f, stream) in self.faults.iter().zip(&self.stream_of) {
+            all.push(f.clone());
+            if let Some(k) = *stream {
+                let mut s = self.streams[k].clone();
+                let mut last = f.clone();
+                while let Some(next) = s.after(&last) {
+                    all.push(next.clone());
+                    last = next;
+                }
+            }
+        }
+        all.sort_by(|a, b| a.at.cmp(&b.at).then(a.source.cmp(&b.source)));
+        all
     }
 }
 

@@ -217,12 +217,79 @@ mod defaults {
 
 impl GatewaySpec {
     /// Relations no single field checks. `Err((field, message))`, the field relative to `[gateway]`.
+    ///
+    /// Every span and count has a range that keeps a run finite: a health check at least every hour
+    /// and at most every 100 ms (each check visits every worker), timeouts and backoffs of at most a
+    /// day (a gateway that waits longer has no timeout), and at most [`MAX_RETRIES`] retries and
+    /// migrations of one request (each is an attempt simulated in full).
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        if self.health_check_interval == SimDuration::ZERO {
-            return Err(("health_check_interval", "must be greater than 0".into()));
+        use crate::config::{BANDWIDTH_GB_PER_S, check_range, check_span};
+        const MS: SimDuration = SimDuration::from_millis(1);
+        const HOUR: SimDuration = SimDuration::from_secs(3600);
+        const DAY: SimDuration = SimDuration::from_secs(86_400);
+        let spans = [
+            (
+                "health_check_interval",
+                self.health_check_interval,
+                SimDuration::from_millis(100),
+                HOUR,
+            ),
+            (
+                "connect_error_delay",
+                self.connect_error_delay,
+                SimDuration::ZERO,
+                HOUR,
+            ),
+            (
+                "connect_timeout",
+                self.connect_timeout,
+                SimDuration::ZERO,
+                HOUR,
+            ),
+            ("request_timeout", self.request_timeout, MS, DAY),
+            ("retry_backoff", self.retry_backoff, SimDuration::ZERO, HOUR),
+            (
+                "retry_backoff_max",
+                self.retry_backoff_max,
+                SimDuration::ZERO,
+                DAY,
+            ),
+            (
+                "shared_tier.latency",
+                self.shared_tier.latency,
+                SimDuration::ZERO,
+                HOUR,
+            ),
+        ];
+        for (field, d, min, max) in spans {
+            check_span(d, min, max).map_err(|m| (field, m))?;
         }
-        if self.request_timeout == SimDuration::ZERO {
-            return Err(("request_timeout", "must be greater than 0".into()));
+        for (field, n) in [
+            ("max_retries", self.max_retries),
+            ("migration_limit", self.migration_limit),
+        ] {
+            if n > MAX_RETRIES {
+                return Err((
+                    field,
+                    format!("must be between 0 and {MAX_RETRIES}, got {n}"),
+                ));
+            }
+        }
+        for (field, v) in [
+            (
+                "shared_tier.read_gb_per_s",
+                self.shared_tier.read_gb_per_s.0,
+            ),
+            (
+                "shared_tier.write_gb_per_s",
+                self.shared_tier.write_gb_per_s.0,
+            ),
+        ] {
+            check_range(v, BANDWIDTH_GB_PER_S, " GB/s").map_err(|m| (field, m))?;
+        }
+        if let Some(c) = self.shared_tier.capacity_gb {
+            check_range(c.0, crate::tiers::CAPACITY_GB, " GB")
+                .map_err(|m| ("shared_tier.capacity_gb", m))?;
         }
         if self.retry_backoff_max < self.retry_backoff {
             return Err((
@@ -247,6 +314,9 @@ impl GatewaySpec {
         )
     }
 }
+
+/// Most retries (`max_retries`) and migrations (`migration_limit`) of one request.
+pub const MAX_RETRIES: u32 = 100;
 
 /// What the gateway believes about one worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

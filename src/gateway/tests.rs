@@ -36,6 +36,49 @@ fn health_checks_mark_down_after_failures_and_up_after_successes() {
 }
 
 #[test]
+fn a_good_check_resets_the_failure_streak() {
+    // Three failures in a row mark a worker down; two, a good check, and two more do not: the good
+    // check starts the count again (a flapping but mostly healthy worker stays in rotation).
+    let spec = GatewaySpec {
+        health_check_failures: PositiveInt(3),
+        ..GatewaySpec::default()
+    };
+    let mut g = Gateway::new(spec, &[true]);
+    for ok in [false, false, true, false, false] {
+        assert_eq!(g.on_health_check(0, ok), None, "check {ok}");
+        assert!(g.routable(0));
+    }
+    assert_eq!(g.on_health_check(0, false), Some(BeliefChange::MarkedDown));
+}
+
+#[test]
+fn gateway_ranges_keep_a_run_finite() {
+    let bad = |text: &str| {
+        let spec: GatewaySpec = toml::from_str(text).unwrap();
+        spec.validate().unwrap_err()
+    };
+    let (field, message) = bad("max_retries = 4000000000");
+    assert_eq!(field, "max_retries");
+    assert!(message.contains("between 0 and 100"), "{message}");
+    assert_eq!(bad("migration_limit = 101").0, "migration_limit");
+    assert_eq!(bad("request_timeout = \"87600h\"").0, "request_timeout");
+    assert_eq!(
+        bad("health_check_interval = \"1ns\"").0,
+        "health_check_interval"
+    );
+    assert_eq!(
+        bad("retry_backoff = \"2h\"\nretry_backoff_max = \"3h\"").0,
+        "retry_backoff"
+    );
+    let (field, message) = bad("shared_tier = { read_gb_per_s = 1e-300 }");
+    assert_eq!(field, "shared_tier.read_gb_per_s");
+    assert!(message.contains("GB/s"), "{message}");
+    GatewaySpec::default().validate().unwrap();
+    let spec: GatewaySpec = toml::from_str("max_retries = 100\nretry_backoff = \"0s\"").unwrap();
+    spec.validate().unwrap();
+}
+
+#[test]
 fn request_errors_mark_down_after_a_streak_that_success_breaks() {
     let spec = GatewaySpec {
         errors_to_mark_down: PositiveInt(2),
@@ -59,6 +102,32 @@ fn a_drained_worker_returns_only_after_a_restart_and_a_good_check() {
     assert!(!g.routable(0));
     assert_eq!(g.on_health_check(0, true), Some(BeliefChange::MarkedUp));
     assert!(g.routable(0));
+}
+
+#[test]
+fn a_conversation_on_a_worker_the_gateway_marked_down_is_lost() {
+    // The worker is neither restarted (same epoch) nor drained: the gateway's belief that it is
+    // down is enough for the next turn to start over elsewhere.
+    let spec = GatewaySpec {
+        session_state: SessionState::Worker,
+        health_check_failures: PositiveInt(1),
+        ..GatewaySpec::default()
+    };
+    let mut g = Gateway::new(spec, &[true, true]);
+    let s = |turn| Some(SessionRef { id: 9, turn });
+    let t0 = Request::new(1, s(0), SimTime::ZERO, 10, vec![seg(1, 100), seg(2, 50)]);
+    g.on_routed(&t0, 0, 0, SimTime::ZERO);
+    assert_eq!(g.on_health_check(0, false), Some(BeliefChange::MarkedDown));
+    let mut t1 = Request::new(
+        2,
+        s(1),
+        SimTime(1),
+        10,
+        vec![seg(1, 100), seg(2, 50), seg(3, 10)],
+    );
+    let mut dropped = 0;
+    let (home, reset) = g.session_home(&mut t1, &mut dropped, |_| 0, |_| true);
+    assert_eq!((home, reset), (None, true));
 }
 
 #[test]

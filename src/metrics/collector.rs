@@ -186,6 +186,8 @@ pub struct Collector {
     /// Every request's timeline, for the recovery analysis ([`Collector::keep_timelines`]); `None`
     /// unless asked for (a run with faults, or a twin).
     pub timelines: Option<Vec<Timeline>>,
+    /// Arrivals before this are not kept in `timelines`.
+    pub timelines_from: SimTime,
 }
 
 impl Collector {
@@ -226,12 +228,20 @@ impl Collector {
             breakdown: Breakdown::default(),
             classes: Vec::new(),
             timelines: None,
+            timelines_from: SimTime::ZERO,
         }
     }
 
-    /// Keeps every finished request's [`Timeline`] (some 56 bytes a request) for the recovery analysis.
-    pub fn keep_timelines(&mut self) {
+    /// Keeps the [`Timeline`] (48 bytes) of every finished request that arrived from `from` on, for the
+    /// recovery analysis.
+    pub fn keep_timelines_from(&mut self, from: SimTime) {
         self.timelines.get_or_insert_with(Vec::new);
+        self.timelines_from = from;
+    }
+
+    /// From when timelines are kept; `None` if they are not.
+    pub fn timelines_from(&self) -> Option<SimTime> {
+        self.timelines.as_ref().map(|_| self.timelines_from)
     }
 
     /// The run as the recovery analysis reads it (no request timelines unless they were kept).
@@ -297,7 +307,9 @@ impl Collector {
 
     /// Folds in a finished request.
     pub fn on_finished(&mut self, r: &RequestRecord) {
-        if let Some(t) = &mut self.timelines {
+        if let Some(t) = &mut self.timelines
+            && r.arrival >= self.timelines_from
+        {
             t.push(Timeline::of(r));
         }
         self.last_finish = self.last_finish.max(r.finished);

@@ -334,8 +334,10 @@ pub fn analyse(run: &RunView<'_>, twin: Option<&[Timeline]>) -> Vec<Recovery> {
             };
             let passes = |j: usize| {
                 let (p, completions, failed) = span_p95(&me, &in_flight, j);
-                let every_window_completes = (j..j + hold)
-                    .all(|i| me.window(i, k, t, &in_flight).any(|r| r.ttft_ns().is_some()));
+                let every_window_completes = (j..j + hold).all(|i| {
+                    me.window(i, k, t, &in_flight)
+                        .any(|r| r.ttft_ns().is_some())
+                });
                 let reference_p95 = match (&reference, &twin_in_flight) {
                     (Some(ix), Some(fl)) => span_p95(ix, fl, j).0,
                     _ => baseline.ttft.quantile(0.95),

@@ -504,6 +504,10 @@ pub struct WorkerSummary {
 pub struct SimInfo {
     pub simulated_s: f64,
     pub events: u64,
+    /// Why the run stopped before every request finished (the simulated-time budget ran out); absent
+    /// for a run that went to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 /// Appends a table of one row to `o`: `title` heads the first column, which the row leaves empty, and
@@ -683,6 +687,7 @@ impl Summary {
             sim: SimInfo {
                 simulated_s: round(simulated_s, 9),
                 events,
+                stopped: None,
             },
             phases_ms: phases(c),
             ttft_by_turn_ms: turn_groups(&c.breakdown),
@@ -734,6 +739,9 @@ impl Summary {
             self.sim.simulated_s,
             self.sim.events
         );
+        if let Some(why) = &self.sim.stopped {
+            let _ = writeln!(o, "**Stopped early**: {why}.\n");
+        }
         for (what, reasons) in [
             ("Rejected", &r.rejected_by_reason),
             ("Failed", &r.failed_by_reason),

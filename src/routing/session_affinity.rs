@@ -227,6 +227,33 @@ mod tests {
     }
 
     #[test]
+    fn a_pin_lives_exactly_its_ttl_and_the_purge_keeps_live_ones_only() {
+        let mut p = SessionAffinity::new(SessionAffinityParams {
+            ttl: SimDuration::from_secs(10),
+            ..Default::default()
+        });
+        let ws = snapshots(&[0, 0, 0]);
+        let first = go(&mut p, &turn(1, 0), &ws).worker;
+        let busy: Vec<u32> = (0..3).map(|i| if i == first { 9 } else { 0 }).collect();
+        // At exactly its TTL the pin holds.
+        let at_ttl = session_request(1_000_001, 1, 10);
+        assert_eq!(go(&mut p, &at_ttl, &snapshots(&busy)).worker, first);
+        // Enough sessions to trigger the purge (2,048 pins), all at 20 s.
+        for s in 2..2100 {
+            go(&mut p, &turn(s, 20), &ws);
+        }
+        // At 25 s they are all alive: the purge keeps them.
+        go(&mut p, &turn(9999, 25), &ws);
+        assert_eq!(p.pins.len(), 2100, "live pins survive the purge");
+        // At 100 s every one of those has expired: the purge (at 4,096 pins) drops them, leaving the
+        // 2,100 new ones only.
+        for s in 3000..5100 {
+            go(&mut p, &turn(s, 100), &ws);
+        }
+        assert_eq!(p.pins.len(), 2100, "expired pins purged");
+    }
+
+    #[test]
     fn down_pinned_worker_is_never_chosen_spill_keeps_the_pin() {
         let mut p = SessionAffinity::new(SessionAffinityParams {
             on_down: OnUnavailable::Spill,

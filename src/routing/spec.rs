@@ -301,9 +301,40 @@ impl RouterSpec {
         if !table.contains_key("policy") {
             return Err("missing field `policy`".into());
         }
-        let policy: PolicyConfig = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| e.message().trim().to_string())?;
+        let parse = |t: toml::Table| -> Result<PolicyConfig, String> {
+            toml::Value::Table(t)
+                .try_into()
+                .map_err(|e: toml::de::Error| e.message().trim().to_string())
+        };
+        let policy = parse(table.clone()).map_err(|message| {
+            let name = table
+                .get("policy")
+                .and_then(toml::Value::as_str)
+                .unwrap_or("?");
+            if let Some(key) = message
+                .strip_prefix("unknown field `")
+                .and_then(|r| r.split_once('`'))
+                .map(|(k, _)| k)
+                && message.contains("there are no fields")
+            {
+                return format!("unknown field `{key}`: policy `{name}` takes no parameters");
+            }
+            if message.contains('`') {
+                return message; // names its key already
+            }
+            // A value the parameter's type refused: name the key, found as the one that alone fails
+            // the same way.
+            let culprit = table.keys().filter(|k| *k != "policy").find(|k| {
+                let mut one = toml::Table::new();
+                one.insert("policy".into(), table["policy"].clone());
+                one.insert((*k).clone(), table[*k].clone());
+                parse(one).err().as_ref() == Some(&message)
+            });
+            match culprit {
+                Some(k) => format!("`{k}`: {message}"),
+                None => message,
+            }
+        })?;
         policy.validate().map_err(|(k, m)| format!("`{k}`: {m}"))?;
         let settings: RouterSettings = toml::Value::Table(settings)
             .try_into()

@@ -161,6 +161,28 @@ pub struct Tiers {
     pub stats: [TierStats; 3],
 }
 
+/// Capacities a tier may have, GB: from a kilobyte to an exabyte.
+pub const CAPACITY_GB: (f64, f64) = (1e-6, 1e9);
+
+/// Longest fixed latency of one transfer (a tier's, the interconnect's).
+pub const MAX_LATENCY: SimDuration = SimDuration::from_secs(3600);
+
+impl TierSpec {
+    /// Ranges that keep transfer times representable. `Err((field, message))`, the field relative to
+    /// the tier's table.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        use crate::config::{BANDWIDTH_GB_PER_S, check_range, check_span};
+        check_range(self.capacity_gb.0, CAPACITY_GB, " GB").map_err(|m| ("capacity_gb", m))?;
+        for (field, v) in [
+            ("read_gb_per_s", self.read_gb_per_s.0),
+            ("write_gb_per_s", self.write_gb_per_s.0),
+        ] {
+            check_range(v, BANDWIDTH_GB_PER_S, " GB/s").map_err(|m| (field, m))?;
+        }
+        check_span(self.latency, SimDuration::ZERO, MAX_LATENCY).map_err(|m| ("latency", m))
+    }
+}
+
 /// Capacities of this many blocks or more are reported as unbounded (a store with no `capacity_gb`).
 pub const UNBOUNDED_BLOCKS: usize = 1 << 48;
 

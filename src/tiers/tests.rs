@@ -120,3 +120,35 @@ fn idle_quotes_show_contents_and_link_speeds_without_touching_anything() {
     // A prefix not held at its first block gives no offer.
     assert!(t.idle_quotes(0, &[99, 1], now).is_empty());
 }
+
+#[test]
+fn reads_and_writes_take_exactly_their_own_configured_bandwidth() {
+    // Read 10 GB/s, write 5 GB/s, 1 ms each; 100 blocks of 0.5 MB per GPU: 50 MB over each GPU's link.
+    let s = TiersSpec {
+        host: Some(TierSpec {
+            read_gb_per_s: Positive(10.0),
+            write_gb_per_s: Positive(5.0),
+            ..spec(1.0, 1.0)
+        }),
+        disk: None,
+        shared: None,
+    };
+    let mut t = Tiers::new(&s, None, &[LAYOUT]);
+    let hashes: Vec<u64> = (1..=100).collect();
+    t.write_down(0, &hashes, SimTime::ZERO);
+    // Written at 5 GB/s: readable at 1 ms + 50 MB / 5 GB/s = 11 ms, not a nanosecond before.
+    let landed = SimTime::ZERO + SimDuration::from_millis(11);
+    assert!(t.locate(0, &[1], SimTime(landed.0 - 1)).is_empty());
+    let at = SimTime::ZERO + SimDuration::from_secs(1);
+    let located = t.locate(0, &hashes, at);
+    assert_eq!(located.len(), 100);
+    // Read at 10 GB/s: 1 ms + 50 MB / 10 GB/s = 6 ms, quoted and booked alike.
+    let six_ms = SimDuration::from_millis(6);
+    assert_eq!(t.quotes(0, &located, at), [(100, six_ms)]);
+    assert_eq!(
+        t.idle_quotes(0, &hashes, at),
+        [(100, TierKind::Host, six_ms)]
+    );
+    assert_eq!(t.load(0, &hashes, &located, 16, at), at + six_ms);
+    assert_eq!(t.stats[0].bytes_read, 100.0 * 1e6);
+}

@@ -344,10 +344,12 @@ impl WorkloadSpec {
             .map_err(|(k, m)| at(&format!("think_time.{k}"), m))?;
         let curve = match &self.rate_curve {
             None => None,
-            Some(c) => Some(
+            Some(c) => Some({
+                crate::config::check_range(c.speedup.0, super::trace::SPEEDUP, "")
+                    .map_err(|m| at("rate_curve.speedup", m))?;
                 RateCurve::load(&self.resolve(&c.path), c.speedup.0, c.start)
-                    .map_err(|e| at("rate_curve.path", e.to_string()))?,
-            ),
+                    .map_err(|e| at("rate_curve.path", e.to_string()))?
+            }),
         };
         Ok(SessionConfig {
             rate: rate.0,
@@ -370,6 +372,13 @@ impl WorkloadSpec {
     /// `Err((field path, message))`.
     pub fn trace(&self, seed: u64) -> Result<(PathBuf, TraceOptions), Field> {
         let path = self.resolve(self.path.as_deref().ok_or_else(|| self.missing("path"))?);
+        if let Some(s) = self.speedup {
+            crate::config::check_range(s.0, super::trace::SPEEDUP, "")
+                .map_err(|m| at("speedup", m))?;
+        }
+        if let Err(e) = super::trace::text::open_regular(&path) {
+            return Err(at("path", e.to_string()));
+        }
         let format = match self.format {
             Some(f) => f,
             None => TraceFormat::detect(&path).map_err(|e| at("path", e.to_string()))?,
@@ -385,9 +394,6 @@ impl WorkloadSpec {
                 "hash_block_size",
                 format!("applies to Mooncake traces, and this one is {format}"),
             ));
-        }
-        if let Err(e) = std::fs::File::open(&path) {
-            return Err(at("path", format!("cannot read {}: {e}", path.display())));
         }
         Ok((
             path,

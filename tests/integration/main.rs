@@ -11,6 +11,7 @@ mod disaggregation;
 mod fast_path;
 mod faults;
 mod golden;
+mod hardening;
 mod incidents;
 mod invariants;
 mod mix;

@@ -45,6 +45,11 @@ use text::Lines;
 /// bounds the memory of session state on long traces. Longer than any think time worth replaying.
 pub const SESSION_MEMORY: SimDuration = SimDuration::from_secs(2 * 3600);
 
+/// The speed-ups a trace or a rate curve may be replayed at: a million times slower to a million times
+/// faster (a day in 86 ms). Beyond them arrival times collapse onto one nanosecond, or past the
+/// longest simulated span, and rates stop meaning anything.
+pub const SPEEDUP: (f64, f64) = (1e-6, 1e6);
+
 /// A trace that cannot be read: which file, which line, what is wrong.
 #[derive(Debug, Error)]
 pub enum TraceError {
@@ -308,6 +313,10 @@ pub struct RowStream {
     /// Session whose earlier turn fell before `start`: its later closed-loop turns go too.
     dropped_session: Option<u64>,
     done: bool,
+    /// Data lines read (after the header), and rows kept and dropped for falling before `start`.
+    data_lines: u64,
+    kept: u64,
+    before_start: u64,
 }
 
 /// The jitter stage: rows sharing one timestamp wait here until the next timestamp is known.
@@ -335,11 +344,8 @@ impl RowStream {
                 "session reconstruction applies to Mooncake traces, not {format}"
             )));
         }
-        if !(options.speedup.is_finite() && options.speedup > 0.0) {
-            return Err(file_error(format!(
-                "speed-up must be a positive number, got {}",
-                options.speedup
-            )));
+        if let Err(m) = crate::config::check_range(options.speedup, SPEEDUP, "") {
+            return Err(file_error(format!("speed-up {m}")));
         }
         let csv_native = path
             .extension()
@@ -376,6 +382,9 @@ impl RowStream {
             start: options.start,
             dropped_session: None,
             done: false,
+            data_lines: 0,
+            kept: 0,
+            before_start: 0,
         })
     }
 
@@ -409,6 +418,15 @@ impl RowStream {
         if let Some(n) = self.parser.filtered_note() {
             notes.push(format!("{}: {n}", self.path()));
         }
+        if self.kept == 0 && self.before_start > 0 {
+            notes.push(format!(
+                "{}: every one of its {} requests is before start = {}: nothing is left to replay \
+                 (the trace ends before it)",
+                self.path(),
+                self.before_start,
+                self.start
+            ));
+        }
         notes
     }
 
@@ -416,6 +434,12 @@ impl RowStream {
     fn next_parsed(&mut self) -> Result<Option<TraceRow>, TraceError> {
         loop {
             let Some((line, text)) = self.lines.next_line()? else {
+                if self.data_lines == 0 && self.header_read {
+                    return Err(TraceError::File {
+                        path: self.lines.path().to_string(),
+                        message: "holds no requests: a header and no rows".into(),
+                    });
+                }
                 return Ok(None);
             };
             if !self.header_read && self.parser.has_header() {
@@ -429,6 +453,7 @@ impl RowStream {
                     }),
                 };
             }
+            self.data_lines += 1;
             match self.parser.parse(line, text) {
                 Ok(Some(row)) => return Ok(Some(row)),
                 Ok(None) => continue,
@@ -511,6 +536,7 @@ impl RowStream {
             Timing::At(t) => {
                 if t < SimTime::ZERO + self.start {
                     self.dropped_session = row.session.map(|s| s.id);
+                    self.before_start += 1;
                     return None;
                 }
                 let t = t.since(SimTime::ZERO + self.start);
@@ -524,11 +550,13 @@ impl RowStream {
                     .session
                     .is_some_and(|s| Some(s.id) == self.dropped_session)
                 {
+                    self.before_start += 1;
                     return None;
                 }
                 row.timing = Timing::After(self.scale(d));
             }
         }
+        self.kept += 1;
         Some(row)
     }
 

@@ -5,12 +5,44 @@
 //! trace written by fleetsim reads back to the same nanosecond.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use super::TraceError;
 
+/// The longest line a text trace may have, bytes (16 MiB): a Mooncake line of the longest prompt
+/// fleetsim accepts (10 million tokens, 19,532 block hashes of 512 tokens) is under 250 KB. A longer
+/// line is an error, read no further, so that a file without line breaks (a binary file, a device)
+/// cannot take the memory of a whole file.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// Opens `path` for reading, refusing what is not a regular file (a folder, a device such as
+/// `/dev/zero`, a pipe): a trace is read more than once (its format detected, then checked, then
+/// streamed), which only a file allows, and a device may never end.
+pub fn open_regular(path: &Path) -> Result<File, TraceError> {
+    let name = path.display().to_string();
+    let io = |e: std::io::Error| TraceError::Io {
+        path: name.clone(),
+        error: e.into(),
+    };
+    let file = File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        let what = if meta.is_dir() {
+            "a folder"
+        } else {
+            "not a regular file (a device, a pipe or a socket)"
+        };
+        return Err(TraceError::File {
+            path: name,
+            message: format!("is {what}; a trace must be a regular file"),
+        });
+    }
+    Ok(file)
+}
+
 /// The lines of a text file, numbered from 1, without their line terminators; blank lines are skipped.
+/// A line longer than [`MAX_LINE_BYTES`] is an error.
 pub struct Lines {
     path: String,
     reader: Box<dyn BufRead + Send>,
@@ -21,12 +53,11 @@ pub struct Lines {
 impl Lines {
     /// Opens `path` for reading.
     pub fn open(path: &Path) -> Result<Self, TraceError> {
-        let name = path.display().to_string();
-        let file = File::open(path).map_err(|e| TraceError::Io {
-            path: name.clone(),
-            error: e.into(),
-        })?;
-        Ok(Self::from_reader(name, BufReader::new(file)))
+        let file = open_regular(path)?;
+        Ok(Self::from_reader(
+            path.display().to_string(),
+            BufReader::new(file),
+        ))
     }
 
     /// Lines from any reader (tests, stdin); `path` names it in errors.
@@ -48,8 +79,8 @@ impl Lines {
     pub fn next_line(&mut self) -> Result<Option<(u64, &str)>, TraceError> {
         loop {
             self.buf.clear();
-            let n = self
-                .reader
+            let n = (&mut self.reader)
+                .take(MAX_LINE_BYTES as u64 + 1)
                 .read_until(b'\n', &mut self.buf)
                 .map_err(|e| TraceError::Io {
                     path: self.path.clone(),
@@ -59,6 +90,17 @@ impl Lines {
                 return Ok(None);
             }
             self.line += 1;
+            if self.buf.len() > MAX_LINE_BYTES && self.buf.last() != Some(&b'\n') {
+                return Err(TraceError::Line {
+                    path: self.path.clone(),
+                    line: self.line,
+                    message: format!(
+                        "longer than {} MiB without a line break: not a text trace of one request \
+                         per line (a binary file?)",
+                        MAX_LINE_BYTES >> 20
+                    ),
+                });
+            }
             while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
                 self.buf.pop();
             }

@@ -1,0 +1,340 @@
+//! Fuzzing that runs simulations: proptest writes small whole scenarios, with faults, a gateway, KV
+//! tiers, prefill/decode splits and hot-prefix replication, from values in and out of their ranges,
+//! and runs every one that `validate` accepts to its end. A scenario may be refused; a run may not
+//! panic, abort or hang, and must account for every request it admitted (arrived equals completed
+//! plus failed plus rejected). A second target seeds itself with the bundled scenarios (`scenarios/*.toml`), cut to a
+//! few seconds and a few dozen requests, with generated faults and gateway settings laid on top.
+//!
+//! Budgets: each scenario is at most a few seconds of arrivals, 60 requests and 16 workers of at most
+//! 4,000 KV blocks (a few MiB), so a case runs in milliseconds; a run that would go on (a hung worker
+//! whose requests wait on a long timeout) is bounded by the gateway's ranges and the engine's
+//! simulated-time budget. `FLEETSIM_FUZZ_CASES` sets the cases per target (default 48).
+
+use std::path::Path;
+
+use fleetsim::engine::Simulation;
+use fleetsim::scenario::Scenario;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence};
+
+fn config() -> Config {
+    let cases = std::env::var("FLEETSIM_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(48);
+    Config {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::SourceParallel(
+            "proptest-regressions",
+        ))),
+        max_shrink_time: 60_000,
+        ..Config::default()
+    }
+}
+
+/// Numbers for a key, mostly sensible, sometimes at or past the edge of its range.
+fn number(sensible: &'static [&'static str]) -> impl Strategy<Value = String> {
+    const EDGES: &[&str] = &["0", "-1", "1e-300", "1e300", "4000000000", "0.001", "1e6"];
+    prop_oneof![
+        4 => prop::sample::select(sensible).prop_map(str::to_string),
+        1 => prop::sample::select(EDGES).prop_map(str::to_string),
+    ]
+}
+
+/// Durations for a key, mostly sensible, sometimes extreme.
+fn span(sensible: &'static [&'static str]) -> impl Strategy<Value = String> {
+    const EDGES: &[&str] = &["0s", "1ns", "87600h", "2000h", "25h"];
+    prop_oneof![
+        4 => prop::sample::select(sensible).prop_map(|s| format!("\"{s}\"")),
+        1 => prop::sample::select(EDGES).prop_map(|s| format!("\"{s}\"")),
+    ]
+}
+
+/// One `[[faults]]` entry for a fleet of `workers` workers.
+fn fault(workers: usize) -> impl Strategy<Value = String> {
+    let kind = prop::sample::select(
+        &[
+            "crash",
+            "hang",
+            "drain",
+            "slowdown",
+            "memory_pressure",
+            "store_failure",
+        ][..],
+    );
+    let target = prop_oneof![
+        (0..workers as u32 + 1).prop_map(|w| format!("worker = {w}")),
+        Just("worker = \"most_sessions\"".to_string()),
+        Just("workers = [0, 1]".to_string()),
+        Just("domain = \"rack-a\"".to_string()),
+        Just(String::new()),
+    ];
+    let timing = prop_oneof![
+        3 => span(&["0s", "500ms", "1s", "2s", "10s"]).prop_map(|t| format!("at = {t}")),
+        1 => span(&["1s", "2s", "1m"]).prop_map(|m| format!("mtbf = {m}")),
+    ];
+    let restart = prop_oneof![
+        Just(String::new()),
+        Just("restart = false".to_string()),
+        span(&["100ms", "1s", "5s"]).prop_map(|d| format!("restart_after = {d}")),
+    ];
+    let extra = prop_oneof![
+        Just(String::new()),
+        number(&["2.0", "10.0", "0.5"]).prop_map(|f| format!("factor = {f}")),
+        number(&["0.5", "0.9", "1.0"]).prop_map(|f| format!("fraction = {f}")),
+        span(&["0s", "1s", "30s"]).prop_map(|g| format!("grace = {g}")),
+        span(&["500ms", "2s"]).prop_map(|d| format!("duration = {d}")),
+        span(&["100ms", "1s"]).prop_map(|d| format!("mttr = {d}")),
+        number(&["0.5", "1.5", "3.0"])
+            .prop_map(|k| format!("distribution = \"weibull\"\nshape = {k}")),
+        Just("kv_survives_restart = true".to_string()),
+        Just("symptom = \"unreachable\"".to_string()),
+    ];
+    (kind, target, timing, restart, extra, 0..4u8).prop_map(
+        |(kind, target, timing, restart, extra, strict)| {
+            // Most entries keep only the keys their kind takes (and get the key it needs), so that
+            // most scenarios run; one in four keeps whatever was drawn, to exercise the refusals.
+            let keep = |line: &str| strict == 0 || fits(kind, line);
+            let stochastic = timing.starts_with("mtbf");
+            let needed = match kind {
+                "slowdown" if !extra.starts_with("factor") => "factor = 3.0",
+                "memory_pressure" if !extra.starts_with("fraction") => "fraction = 0.5",
+                _ => "",
+            };
+            let mut t = format!("\n[[faults]]\nkind = \"{kind}\"\n");
+            let timing = if stochastic && !keep("mtbf") {
+                "at = \"1s\"".to_string()
+            } else {
+                timing
+            };
+            let stochastic = timing.starts_with("mtbf");
+            for line in [
+                target.as_str(),
+                timing.as_str(),
+                restart.as_str(),
+                extra.as_str(),
+            ] {
+                let only_stochastic = line.starts_with("mttr") || line.starts_with("distribution");
+                let target_line = line.starts_with("worker") || line.starts_with("domain");
+                if line.is_empty()
+                    || (strict != 0 && only_stochastic && !stochastic)
+                    || (strict != 0 && target_line && kind == "store_failure")
+                    || (strict != 0 && line.contains("most_sessions") && stochastic)
+                    || !keep(line)
+                {
+                    continue;
+                }
+                t += line;
+                t.push('\n');
+            }
+            if strict != 0 && target.is_empty() && !stochastic && kind != "store_failure" {
+                t += "worker = 0\n";
+            }
+            t += needed;
+            t.push('\n');
+            t
+        },
+    )
+}
+
+/// Whether a fault entry's `line` (one key) applies to faults of `kind`.
+fn fits(kind: &str, line: &str) -> bool {
+    let key = line.split([' ', '=']).next().unwrap_or("");
+    let kinds: &[&str] = match key {
+        "factor" => &["slowdown"],
+        "fraction" => &["memory_pressure"],
+        "grace" => &["drain"],
+        "duration" => &["slowdown", "memory_pressure", "store_failure"],
+        "mtbf" | "mttr" | "distribution" | "restart" => &["crash", "hang"],
+        "restart_after" => &["crash", "hang", "drain"],
+        "kv_survives_restart" | "symptom" => &["crash"],
+        _ => return true,
+    };
+    kinds.contains(&kind)
+}
+
+/// `[gateway]` keys, as `--set` overrides.
+fn gateway() -> impl Strategy<Value = Vec<String>> {
+    let one = prop_oneof![
+        span(&["500ms", "1s", "5s"]).prop_map(|v| format!("gateway.health_check_interval={v}")),
+        span(&["1s", "3s", "1m"]).prop_map(|v| format!("gateway.request_timeout={v}")),
+        span(&["1s", "5s"]).prop_map(|v| format!("gateway.connect_timeout={v}")),
+        number(&["0", "3", "20", "100"]).prop_map(|v| format!("gateway.max_retries={v}")),
+        span(&["0s", "1ns", "100ms"]).prop_map(|v| format!("gateway.retry_backoff={v}")),
+        prop::sample::select(&["fail", "retry", "migrate"][..])
+            .prop_map(|v| format!("gateway.in_flight=\"{v}\"")),
+        number(&["0", "1", "3"]).prop_map(|v| format!("gateway.migration_limit={v}")),
+        prop::sample::select(&["client", "worker", "shared_tier"][..])
+            .prop_map(|v| format!("gateway.session_state=\"{v}\"")),
+        number(&["1", "2", "3"]).prop_map(|v| format!("gateway.health_check_failures={v}")),
+    ];
+    prop::collection::vec(one, 0..5)
+}
+
+/// An optional `[tiers.X]` table.
+fn tiers() -> impl Strategy<Value = String> {
+    let tier = |name: &'static str| {
+        (
+            number(&["0.01", "1.0", "64.0"]),
+            number(&["1.0", "10.0", "25.0"]),
+            number(&["1.0", "5.0"]),
+            span(&["0s", "10us", "2ms"]),
+        )
+            .prop_map(move |(cap, read, write, latency)| {
+                format!(
+                    "\n[tiers.{name}]\ncapacity_gb = {cap}\nread_gb_per_s = {read}\nwrite_gb_per_s = {write}\nlatency = {latency}\n"
+                )
+            })
+    };
+    prop_oneof![
+        2 => Just(String::new()),
+        1 => tier("host"),
+        1 => tier("disk"),
+        1 => tier("shared"),
+    ]
+}
+
+/// A small whole scenario: its TOML text and its `--set` overrides.
+fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
+    let groups = prop::collection::vec(
+        (
+            1u32..5,
+            prop::sample::select(&[64u32, 500, 4000][..]),
+            prop::sample::select(&["rack-a", "rack-b"][..]),
+            0u32..3,
+            prop::option::of(prop::sample::select(&["n1", "n2"][..])),
+            prop::option::of(span(&["1s", "3s"])),
+        ),
+        1..4,
+    );
+    let workload = (
+        number(&["2.0", "10.0", "30.0"]),
+        16u32..400,
+        1u32..64,
+        prop::sample::select(&["1s", "2s", "4s"][..]),
+    );
+    let router = prop::sample::select(
+        &[
+            "round_robin",
+            "least_outstanding",
+            "prefix_aware",
+            "session_affinity",
+            "least_kv",
+        ][..],
+    );
+    let interconnect = prop_oneof![
+        3 => Just(String::new()),
+        1 => Just("\n[interconnect]\npeer_transfer = true\n".to_string()),
+        1 => (number(&["0.5", "2.0"]), number(&["0.001", "50.0"])).prop_map(|(rate, bw)| format!(
+            "\n[interconnect]\nrdma_gb_per_s = {bw}\n[interconnect.replication]\nrate_threshold = {rate}\ncopies = 2\nmin_prefix_tokens = 16\n"
+        )),
+    ];
+    (groups, workload, router, tiers(), interconnect, gateway(), 0..i64::MAX as u64)
+        .prop_flat_map(|(groups, workload, router, tiers, interconnect, gateway, seed)| {
+            let workers: usize = groups.iter().map(|g| g.0 as usize).sum();
+            let faults = prop::collection::vec(fault(workers), 0..4);
+            (
+                Just((groups, workload, router, tiers, interconnect, gateway, seed)),
+                faults,
+            )
+        })
+        .prop_map(
+            |((groups, (rate, prompt, output, duration), router, tiers, interconnect, set, seed), faults)| {
+                let mut t = format!(
+                    "name = \"fuzz\"\nseed = {seed}\nduration = \"{duration}\"\nmax_requests = 60\n"
+                );
+                for (count, blocks, domain, split, node, start) in groups {
+                    t += &format!(
+                        "\n[[workers]]\ncount = {count}\ngpu = \"h100\"\nmodel = \"llama-3.1-8b\"\nkv_blocks = {blocks}\nfailure_domain = \"{domain}\"\n"
+                    );
+                    if split > 0 && split < count {
+                        t += &format!("prefill_workers = {split}\n");
+                    }
+                    if let Some(n) = node {
+                        t += &format!("node = \"{n}\"\n");
+                    }
+                    if let Some(s) = start {
+                        t += &format!("start_at = {s}\n");
+                    }
+                }
+                t += &format!(
+                    "\n[workload]\nkind = \"poisson\"\nrate = {rate}\nprompt = {{ dist = \"fixed\", tokens = {prompt} }}\noutput = {{ dist = \"fixed\", tokens = {output} }}\nshared_prefix = {{ tokens = 64, groups = 2 }}\n\n[router]\npolicy = \"{router}\"\n"
+                );
+                t += &tiers;
+                t += &interconnect;
+                for f in faults {
+                    t += &f;
+                }
+                (t, set)
+            },
+        )
+}
+
+/// Validates and, if valid and within its limits, runs `text` with `set` to its end, checking that
+/// every request is accounted for.
+fn run(text: &str, file: &str, set: &[String]) {
+    let Ok(s) = Scenario::parse(text, file, set) else {
+        return;
+    };
+    if fleetsim::limits::check(&s).is_err() {
+        return;
+    }
+    let Ok(sim) = Simulation::from_scenario(&s) else {
+        return;
+    };
+    let out = sim
+        .try_run(&mut |_| {})
+        .expect("a generated workload does not fail");
+    let r = &out.summary.requests;
+    assert_eq!(
+        r.arrived,
+        r.completed + r.failed + r.rejected,
+        "every request accounted for:\n{text}\n{set:?}"
+    );
+}
+
+/// The bundled scenarios, cut to a few seconds and a few dozen requests.
+fn bundled() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            (
+                p.display().to_string(),
+                std::fs::read_to_string(&p).unwrap(),
+            )
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn generated_scenarios_run_to_the_end_and_lose_no_request((text, set) in scenario()) {
+        run(&text, "fuzz.toml", &set);
+    }
+
+    #[test]
+    fn bundled_scenarios_with_faults_laid_on_run_to_the_end(
+        pick in any::<prop::sample::Index>(),
+        faults in prop::collection::vec(fault(4), 0..3),
+        gateway in gateway(),
+    ) {
+        let seeds = bundled();
+        let (file, base) = pick.get(&seeds);
+        let mut text = base.clone();
+        for f in &faults {
+            text += f;
+        }
+        let mut set = vec!["duration=\"3s\"".to_string(), "max_requests=40".to_string()];
+        set.extend(gateway);
+        run(&text, file, &set);
+    }
+}
