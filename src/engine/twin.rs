@@ -53,7 +53,8 @@ pub fn run_judged(
 
 /// Judges `out`'s faults against `twin`, the same scenario run without them.
 pub fn judge(out: &mut RunOutput, twin: &RunOutput) {
-    let requests = twin.collector.timelines.as_deref().unwrap_or(&[]);
+    let none = recovery::Timelines::default();
+    let requests = twin.collector.timelines.as_ref().unwrap_or(&none);
     out.summary.recovery = recovery::analyse(&out.collector.recovery_view(), Some(requests));
     out.summary.twin = Some(TwinSummary::of(&twin.summary));
 }

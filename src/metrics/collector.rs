@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 
 use super::record::{Outcome, Recompute, RequestRecord};
-use super::recovery::{RunView, Timeline};
+use super::recovery::{RunView, Timeline, Timelines};
 use super::timeseries::{FaultMark, MetricsSpec, TimeSeries};
 use crate::scenario::Slo;
 use crate::time::SimTime;
@@ -185,7 +185,7 @@ pub struct Collector {
     pub classes: Vec<super::classes::ClassStats>,
     /// Every request's timeline, for the recovery analysis ([`Collector::keep_timelines`]); `None`
     /// unless asked for (a run with faults, or a twin).
-    pub timelines: Option<Vec<Timeline>>,
+    pub timelines: Option<Timelines>,
     /// Arrivals before this are not kept in `timelines`.
     pub timelines_from: SimTime,
 }
@@ -235,7 +235,7 @@ impl Collector {
     /// Keeps the [`Timeline`] (48 bytes) of every finished request that arrived from `from` on, for the
     /// recovery analysis.
     pub fn keep_timelines_from(&mut self, from: SimTime) {
-        self.timelines.get_or_insert_with(Vec::new);
+        self.timelines.get_or_insert_with(Timelines::default);
         self.timelines_from = from;
     }
 
@@ -246,8 +246,9 @@ impl Collector {
 
     /// The run as the recovery analysis reads it (no request timelines unless they were kept).
     pub fn recovery_view(&self) -> RunView<'_> {
+        static NONE: Timelines = Timelines::new();
         RunView {
-            requests: self.timelines.as_deref().unwrap_or(&[]),
+            requests: self.timelines.as_ref().unwrap_or(&NONE),
             faults: &self.series.faults,
             skipped: &self.series.skipped,
             spec: &self.series.spec,

@@ -161,10 +161,60 @@ impl Timeline {
     }
 }
 
+/// Request timelines as a run keeps them: in fixed-size chunks, so that the store grows without ever
+/// copying itself (a doubling vector's reallocation would hold the old and the new buffer at once,
+/// half again the store's size at its peak).
+#[derive(Clone, Debug, Default)]
+pub struct Timelines {
+    chunks: Vec<Vec<Timeline>>,
+}
+
+/// Timelines per chunk (3 MiB).
+const CHUNK: usize = 1 << 16;
+
+impl Timelines {
+    pub const fn new() -> Self {
+        Timelines { chunks: Vec::new() }
+    }
+
+    pub fn push(&mut self, t: Timeline) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => c.push(t),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK);
+                c.push(t);
+                self.chunks.push(c);
+            }
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Timeline> {
+        self.chunks.iter().flatten()
+    }
+
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl FromIterator<Timeline> for Timelines {
+    fn from_iter<I: IntoIterator<Item = Timeline>>(iter: I) -> Self {
+        let mut t = Timelines::default();
+        for x in iter {
+            t.push(x);
+        }
+        t
+    }
+}
+
 /// A run as the analysis reads it.
 pub struct RunView<'a> {
-    /// Every request, in any order.
-    pub requests: &'a [Timeline],
+    /// Every request kept, in any order.
+    pub requests: &'a Timelines,
     /// The faults that happened, in time order.
     pub faults: &'a [FaultMark],
     /// Planned faults that never happened because the run ended first: (time, label, kind).
@@ -225,7 +275,7 @@ struct Indexed<'a> {
 }
 
 impl<'a> Indexed<'a> {
-    fn new(requests: &'a [Timeline], width: u64) -> Self {
+    fn new(requests: &'a Timelines, width: u64) -> Self {
         let mut by_arrival: Vec<&Timeline> = requests.iter().collect();
         by_arrival.sort_by_key(|t| (t.arrival, t.id));
         Indexed { by_arrival, width }
@@ -271,7 +321,7 @@ impl<'a> Indexed<'a> {
 
 /// The recovery of every fault of `run`, judged against `twin` (the same scenario without faults) when
 /// given, else against each fault's pre-fault baseline.
-pub fn analyse(run: &RunView<'_>, twin: Option<&[Timeline]>) -> Vec<Recovery> {
+pub fn analyse(run: &RunView<'_>, twin: Option<&Timelines>) -> Vec<Recovery> {
     let spec = run.spec;
     let width = spec.window.0.max(1);
     let me = Indexed::new(run.requests, width);
