@@ -37,7 +37,7 @@ use crate::request::RequestId;
 use crate::time::SimTime;
 
 /// What one fault cost and how long the fleet took to get over it (`summary.json` `recovery[]`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Recovery {
     /// The fault, e.g. `crash w3`.
     pub fault: String,
@@ -509,7 +509,7 @@ pub fn analyse(run: &RunView<'_>, twin: Option<&Timelines>) -> Vec<Recovery> {
     out
 }
 
-/// The entry of a planned fault that the run ended before.
+/// The entry of a planned fault that the run ended before: nothing measured, not recovered.
 fn never_happened(f: &FaultMark, twin: bool) -> Recovery {
     Recovery {
         fault: f.label.clone(),
@@ -517,37 +517,7 @@ fn never_happened(f: &FaultMark, twin: bool) -> Recovery {
         at_s: round(f.at.as_secs_f64(), 9),
         timing: "after_end".into(),
         judged_against: if twin { "twin" } else { "pre_fault_baseline" }.into(),
-        baseline_ttft_p50_ms: None,
-        baseline_ttft_p95_ms: None,
-        baseline_hit_rate: None,
-        in_flight: 0,
-        in_flight_ttft_p95_ms: None,
-        in_flight_twin_ttft_p95_ms: None,
-        victims: 0,
-        victims_ttft_p50_ms: None,
-        victims_ttft_p95_ms: None,
-        victims_twin_ttft_p50_ms: None,
-        victims_twin_ttft_p95_ms: None,
-        victims_e2e_p95_ms: None,
-        victims_twin_e2e_p95_ms: None,
-        affected_requests: 0,
-        affected_ttft_p50_ms: None,
-        affected_ttft_p95_ms: None,
-        excess_ttft_p50_ms: None,
-        excess_ttft_p95_ms: None,
-        worst_window_start_s: None,
-        worst_window_ttft_p95_ms: None,
-        worst_window_hit_rate: None,
-        requests_failed: 0,
-        requests_retried: 0,
-        sessions_reset: 0,
-        recompute_tokens: 0,
-        excess_failed: None,
-        excess_retried: None,
-        excess_sessions_reset: None,
-        excess_recompute_tokens: None,
-        recovered: false,
-        time_to_recover_s: None,
+        ..Recovery::default()
     }
 }
 
