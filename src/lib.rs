@@ -40,6 +40,7 @@
 pub mod calibration;
 pub mod cli;
 pub mod compare;
+pub mod confidence;
 pub mod config;
 pub mod engine;
 pub mod estimate;

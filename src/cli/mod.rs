@@ -84,6 +84,8 @@ pub enum Command {
         /// and judge recovery against the five minutes before each fault instead.
         #[arg(long)]
         no_twin: bool,
+        #[command(flatten)]
+        confidence: ConfidenceArgs,
     },
     /// Run the same arrivals through several routing policies in parallel and compare them.
     Compare {
@@ -470,6 +472,39 @@ impl ReadArgs {
     }
 }
 
+/// Replications and sequential stopping, shared by `run`, `compare` and `size`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConfidenceArgs {
+    /// Independent replications (seeds from the named stream `replication/R`; the first is the
+    /// scenario's seed), run in parallel; every headline metric gets a mean and a 95% confidence interval.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub replications: u32,
+    /// Add replications until the decisive metric's 95% interval is within this fraction of its mean
+    /// (e.g. `5%`), starting from --replications (at least 2), up to --max-replications.
+    #[arg(long, value_name = "PERCENT")]
+    pub precision: Option<String>,
+    /// The decisive metric for --precision (a headline metric: ttft_p95_ms, tpot_p95_ms, goodput_fraction, ...).
+    #[arg(long, default_value = "ttft_p95_ms", requires = "precision")]
+    pub precision_metric: String,
+    /// The most replications --precision may run.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub max_replications: u32,
+}
+
+impl ConfidenceArgs {
+    /// The precision target with its decisive metric, if one was asked for.
+    pub fn precision(&self) -> Result<Option<(crate::confidence::Precision, String)>> {
+        self.precision
+            .as_deref()
+            .map(|p| {
+                crate::confidence::Precision::parse(p, self.max_replications)
+                    .map(|p| (p, self.precision_metric.clone()))
+                    .map_err(anyhow::Error::msg)
+            })
+            .transpose()
+    }
+}
+
 /// Runs the parsed command line.
 pub fn main_with(cli: Cli) -> Result<()> {
     match cli.command {
@@ -486,6 +521,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             step_by_step,
             index_every_block,
             no_twin,
+            confidence,
         } => run::run(
             &scenario,
             out.as_deref().map(|dir| ResultsDir { dir, requests_csv }),
@@ -499,6 +535,8 @@ pub fn main_with(cli: Cli) -> Result<()> {
                 step_by_step,
                 index_every_block,
                 twin: !no_twin,
+                replications: confidence.replications,
+                precision: confidence.precision()?,
             },
         ),
         Command::Compare {

@@ -22,6 +22,10 @@ pub(super) struct Options {
     pub index_every_block: bool,
     /// Judge a run with faults against its no-fault twin (`engine::twin`).
     pub twin: bool,
+    /// Independent replications (1: the plain run).
+    pub replications: u32,
+    /// With `--precision`: the target and the decisive metric.
+    pub precision: Option<(crate::confidence::Precision, String)>,
 }
 
 pub(super) fn run(
@@ -37,6 +41,9 @@ pub(super) fn run(
     let scenario = super::load_checked(path, set, force)?;
     if let Some(o) = &out {
         output::prepare_results_dir(o.dir, &[path], force)?;
+    }
+    if options.replications > 1 || options.precision.is_some() {
+        return replicated(&scenario, out, json, quiet, &options);
     }
     let mut setup = started.elapsed();
     let bars = Bars::new(quiet);
@@ -101,6 +108,121 @@ pub(super) fn run(
             output.fast_path.planned_steps,
             output.fast_path.planned_runs,
         );
+    }
+    Ok(())
+}
+
+/// The folder of replication `r` (0-based) under a results folder: the folder itself for the first,
+/// `replications/R` (1-based) for the others.
+pub(super) fn replication_dir(dir: &Path, r: u32) -> std::path::PathBuf {
+    if r == 0 {
+        dir.to_path_buf()
+    } else {
+        dir.join("replications").join((r + 1).to_string())
+    }
+}
+
+/// `run --replications N` (or `--precision`): independent replications in parallel, each with its own
+/// outputs; the first replication's summary gains the intervals of every headline metric.
+fn replicated(
+    scenario: &crate::scenario::Scenario,
+    out: Option<ResultsDir>,
+    json: bool,
+    quiet: bool,
+    options: &Options,
+) -> Result<()> {
+    use crate::confidence::replicate;
+    use crate::metrics::intervals::Intervals;
+    if options.profile || options.check_invariants {
+        anyhow::bail!(
+            "--profile and --check-invariants time or check one run: use them without --replications or --precision"
+        );
+    }
+    let bars = Bars::new(quiet);
+    let run_one = |r: u32, s: &crate::scenario::Scenario| {
+        let started = Instant::now();
+        let bar = bars.simulation(&format!("replication {}", r + 1));
+        let prepare = |sim: &mut Simulation| {
+            if let Some(o) = &out {
+                let dir = replication_dir(o.dir, r);
+                let sink = ResultsDir {
+                    dir: &dir,
+                    requests_csv: o.requests_csv,
+                }
+                .request_sink()?;
+                sim.stream_requests(sink);
+            }
+            sim.step_by_step(options.step_by_step);
+            sim.index_every_block(options.index_every_block);
+            if r == 0 {
+                for note in sim.notes() {
+                    eprintln!("note: {note}");
+                }
+            }
+            Ok(())
+        };
+        let output = twin::run_judged(s, options.twin, prepare, &mut |p| bar.update(p))?;
+        bar.finish();
+        Ok((output, started.elapsed().as_secs_f64()))
+    };
+    let precision = options.precision.as_ref().map(|(p, m)| (p, m.as_str()));
+    if let Some((_, metric)) = precision
+        && !crate::metrics::headline::METRICS
+            .iter()
+            .any(|(k, _)| k == &metric)
+    {
+        anyhow::bail!(
+            "--precision-metric {metric}: not a headline metric; one of {}",
+            crate::metrics::headline::METRICS
+                .iter()
+                .map(|(k, _)| *k)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let decisive = |runs: &[(crate::engine::RunOutput, f64)]| {
+        let summaries: Vec<_> = runs.iter().map(|(o, _)| &o.summary).collect();
+        Intervals::metric(&summaries, precision.map_or("ttft_p95_ms", |(_, m)| m))
+    };
+    let (mut runs, outcome) = replicate::replicate(
+        scenario,
+        options.replications,
+        precision,
+        &decisive,
+        &run_one,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let summaries: Vec<_> = runs.iter().map(|(o, _)| &o.summary).collect();
+    let intervals = Intervals::of(&summaries, outcome);
+    runs[0].0.summary.replications = Some(intervals);
+    let first = &runs[0].0.summary;
+    if json {
+        out!("{}", first.to_json());
+    } else {
+        out!("{}", first.to_markdown());
+    }
+    if let Some(o) = &out {
+        for (r, (output, wall)) in runs.iter().enumerate() {
+            let s = replicate::scenario_of(scenario, r as u32);
+            report::write_files(
+                &replication_dir(o.dir, r as u32),
+                &report::run_files(&s, output, *wall)?,
+            )?;
+        }
+        if !json {
+            outln!(
+                "\nresults written to {} (replications 2 to {} in replications/)",
+                o.dir.display(),
+                runs.len()
+            );
+        }
+    }
+    if let Some((r, why)) = runs
+        .iter()
+        .enumerate()
+        .find_map(|(r, (o, _))| o.summary.sim.stopped.as_ref().map(|w| (r, w)))
+    {
+        anyhow::bail!("replication {} stopped early: {why}", r + 1);
     }
     Ok(())
 }

@@ -6,6 +6,8 @@
 pub mod bench;
 pub mod classes;
 pub mod collector;
+pub mod headline;
+pub mod intervals;
 pub mod record;
 pub mod recovery;
 pub mod requests;

@@ -73,6 +73,10 @@ pub struct Summary {
     /// at the top of `summary.md` and the report page; absent when it has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<MetaNotes>,
+    /// With `--replications N` (N > 1): every headline metric's mean and 95% confidence interval over
+    /// the replications. The rest of this summary is the first replication's (the scenario's seed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replications: Option<super::intervals::Intervals>,
 }
 
 /// A scenario's `[meta]` notes as the outputs show them.
@@ -705,6 +709,7 @@ impl Summary {
             replication: None,
             twin: None,
             meta: None,
+            replications: None,
         }
     }
 
@@ -741,6 +746,14 @@ impl Summary {
         );
         if let Some(why) = &self.sim.stopped {
             let _ = writeln!(o, "**Stopped early**: {why}.\n");
+        }
+        if let Some(iv) = &self.replications {
+            let _ = writeln!(o, "{}", iv.to_markdown());
+            let _ = writeln!(
+                o,
+                "## Replication 1 (seed {})\n\nThe tables below are the first replication's; the others' are in `replications/`.\n",
+                self.seed
+            );
         }
         for (what, reasons) in [
             ("Rejected", &r.rejected_by_reason),

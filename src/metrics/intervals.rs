@@ -1,0 +1,117 @@
+//! Replications' headline metrics with their confidence intervals (`summary.json` `replications`).
+//!
+//! Invariant: each metric's estimate uses only the replications where the statistic exists (`n` says
+//! how many); the first seed is the scenario's own.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::Summary;
+use crate::confidence::{Estimate, LEVEL};
+
+/// How a sequential precision target ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrecisionOutcome {
+    /// The decisive metric.
+    pub metric: String,
+    /// Target relative half-width (0.05 for 5%).
+    pub target: f64,
+    /// Relative half-width reached (NaN, `null`, when no interval could be formed).
+    #[serde(deserialize_with = "crate::confidence::nan_if_null")]
+    pub achieved: f64,
+    /// Whether `achieved <= target`.
+    pub met: bool,
+    /// The cap on replications.
+    pub max_replications: u32,
+}
+
+/// What replications add to `summary.json` (`replications`): every headline metric's mean and interval.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Intervals {
+    /// Replications run.
+    pub n: u32,
+    /// Confidence level of every interval.
+    pub level: f64,
+    /// Seed of each replication, in order (the first is the scenario's).
+    pub seeds: Vec<u64>,
+    /// With `--precision`: how the sequential procedure ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precision: Option<PrecisionOutcome>,
+    /// Headline metric → estimate over the replications (`n` counts those where it exists).
+    pub metrics: BTreeMap<String, Estimate>,
+}
+
+impl Intervals {
+    /// The intervals of runs' summaries, in replication order.
+    pub fn of(summaries: &[&Summary], precision: Option<PrecisionOutcome>) -> Intervals {
+        let values: Vec<BTreeMap<&'static str, f64>> = summaries
+            .iter()
+            .map(|s| super::headline::values(s))
+            .collect();
+        let metrics = super::headline::METRICS
+            .iter()
+            .map(|(k, _)| {
+                let v: Vec<f64> = values.iter().map(|m| m[k]).collect();
+                (k.to_string(), Estimate::of(&v))
+            })
+            .collect();
+        Intervals {
+            n: summaries.len() as u32,
+            level: LEVEL,
+            seeds: summaries.iter().map(|s| s.seed).collect(),
+            precision,
+            metrics,
+        }
+    }
+
+    /// The estimate of headline metric `name` over summaries.
+    pub fn metric(summaries: &[&Summary], name: &str) -> Estimate {
+        let v: Vec<f64> = summaries
+            .iter()
+            .map(|s| {
+                super::headline::values(s)
+                    .get(name)
+                    .copied()
+                    .unwrap_or(f64::NAN)
+            })
+            .collect();
+        Estimate::of(&v)
+    }
+
+    /// A Markdown section: one row per headline metric with a value, `mean ± half-width`.
+    pub fn to_markdown(&self) -> String {
+        use std::fmt::Write;
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "## Over {} replications ({:.0}% confidence intervals)\n",
+            self.n,
+            self.level * 100.0
+        );
+        if let Some(p) = &self.precision {
+            let _ = writeln!(
+                o,
+                "Precision target: {} within ±{:.1}% — {} (±{:.1}% after {} replications, cap {}).\n",
+                p.metric,
+                p.target * 100.0,
+                if p.met { "met" } else { "NOT met" },
+                p.achieved * 100.0,
+                self.n,
+                p.max_replications
+            );
+        }
+        o.push_str("| metric | mean ± half-width | n |\n|---|---:|---:|\n");
+        for (k, _) in super::headline::METRICS {
+            let Some(e) = self.metrics.get(k) else {
+                continue;
+            };
+            if e.n == 0 {
+                continue;
+            }
+            let decimals = if e.mean.abs() >= 100.0 { 1 } else { 3 };
+            let _ = writeln!(o, "| {k} | {} | {} |", e.text(decimals), e.n);
+        }
+        o
+    }
+}
