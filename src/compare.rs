@@ -12,6 +12,7 @@ use std::fmt::Write;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::confidence::Estimate;
 use crate::engine::{RunOutput, RunProgress, Simulation, twin};
 use crate::metrics::Summary;
 use crate::metrics::requests::RequestSink;
@@ -132,22 +133,25 @@ pub fn folder_name(label: &str) -> String {
 /// Runs every contender on the scenario (in parallel), in list order.
 pub fn run_all(scenario: &Scenario, contenders: &[Contender]) -> Result<Vec<RunOutput>, String> {
     Ok(
-        run_all_timed(scenario, contenders, &|_| Ok(None), &|_, _| {})?
+        run_all_timed(scenario, contenders, 0, &|_, _| Ok(None), &|_, _| {})?
             .into_iter()
             .map(|(o, _)| o)
             .collect(),
     )
 }
 
-/// Where a contender's per-request records go, if anywhere.
+/// Where a contender's per-request records go in replication `r` (0-based), if anywhere.
 pub type SinkFor<'a> =
-    dyn Fn(&Contender) -> Result<Option<Box<dyn RequestSink>>, String> + Sync + 'a;
+    dyn Fn(&Contender, u32) -> Result<Option<Box<dyn RequestSink>>, String> + Sync + 'a;
 
-/// [`run_all`], with each run's own wall time in seconds (for its `run_info.json`), each run streaming
-/// its requests to `sink(contender)` and reporting `progress(index, where it stands)`.
+/// Replication `r` of every contender (in parallel, on the same seed: common random numbers), with each
+/// run's own wall time in seconds (for its `run_info.json`), each run streaming its requests to
+/// `sink(contender, r)` and reporting `progress(index, where it stands)`. Replication 0 is the scenario's
+/// own seed.
 pub fn run_all_timed(
     scenario: &Scenario,
     contenders: &[Contender],
+    r: u32,
     sink: &SinkFor,
     progress: &(dyn Fn(usize, &RunProgress) + Sync),
 ) -> Result<Vec<(RunOutput, f64)>, String> {
@@ -155,12 +159,13 @@ pub fn run_all_timed(
         .par_iter()
         .enumerate()
         .map(|(i, c)| {
-            let s = c.resolved(scenario);
+            let mut s = c.resolved(scenario);
+            s.seed = crate::confidence::replication_seed(s.seed, r);
             s.validate()
                 .map_err(|(f, m)| format!("{}: {f}: {m}", c.label))?;
             let started = std::time::Instant::now();
             let prepare = |sim: &mut Simulation| {
-                if let Some(sink) = sink(c)? {
+                if let Some(sink) = sink(c, r)? {
                     sim.stream_requests(sink);
                 }
                 Ok(())
@@ -206,6 +211,159 @@ pub struct Comparison {
     pub diff: Vec<BTreeMap<&'static str, f64>>,
     /// Per run, metric → relative difference from the baseline (0.1 = +10%; absent when the baseline is 0).
     pub diff_relative: Vec<BTreeMap<&'static str, f64>>,
+    /// With `--replications N` (N > 1): intervals over the replications and paired differences from the
+    /// baseline; the fields above are then the first replication's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replications: Option<Paired>,
+}
+
+/// A comparison over replications on common random numbers: replication `r` of every policy sees the
+/// same seed, so each policy's difference from the baseline is estimated pair by pair.
+#[derive(Clone, Debug, Serialize)]
+pub struct Paired {
+    pub n: u32,
+    pub level: f64,
+    pub seeds: Vec<u64>,
+    /// Per run, metric → estimate of its mean.
+    pub runs: Vec<BTreeMap<&'static str, Estimate>>,
+    /// Per run, metric → paired estimate of (this run − the baseline); the baseline's own is empty.
+    pub diff: Vec<BTreeMap<&'static str, Estimate>>,
+    /// With `--precision`: how the sequential procedure ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precision: Option<crate::metrics::intervals::PrecisionOutcome>,
+}
+
+impl Paired {
+    /// `summaries[run][replication]`, every run with the same replications in the same order.
+    pub fn of(
+        summaries: &[Vec<&Summary>],
+        precision: Option<crate::metrics::intervals::PrecisionOutcome>,
+    ) -> Paired {
+        let values: Vec<Vec<BTreeMap<&'static str, f64>>> = summaries
+            .iter()
+            .map(|reps| {
+                reps.iter()
+                    .map(|s| crate::metrics::headline::values(s))
+                    .collect()
+            })
+            .collect();
+        let series =
+            |run: usize, k: &str| -> Vec<f64> { values[run].iter().map(|m| m[k]).collect() };
+        let runs = (0..summaries.len())
+            .map(|i| {
+                METRICS
+                    .iter()
+                    .map(|(k, _)| (*k, Estimate::of(&series(i, k))))
+                    .collect()
+            })
+            .collect();
+        let diff = (0..summaries.len())
+            .map(|i| {
+                if i == 0 {
+                    return BTreeMap::new();
+                }
+                METRICS
+                    .iter()
+                    .map(|(k, _)| (*k, Estimate::paired(&series(0, k), &series(i, k))))
+                    .collect()
+            })
+            .collect();
+        Paired {
+            n: summaries.first().map_or(0, |r| r.len() as u32),
+            level: crate::confidence::LEVEL,
+            seeds: summaries
+                .first()
+                .map(|r| r.iter().map(|s| s.seed).collect())
+                .unwrap_or_default(),
+            runs,
+            diff,
+            precision,
+        }
+    }
+
+    /// The verdict on one difference: `+1.2 ± 0.3` when the interval excludes 0, else
+    /// `no detectable difference at N = 5`.
+    pub fn verdict(&self, run: usize, metric: &str) -> String {
+        let Some(d) = self.diff.get(run).and_then(|m| m.get(metric)) else {
+            return String::new();
+        };
+        if d.n < 2 {
+            return "no interval (fewer than 2 replications with a value)".into();
+        }
+        if d.excludes(0.0) {
+            format!("Δ {} ± {}", signed(d.mean), format_value(d.half_width))
+        } else {
+            format!("no detectable difference at N = {}", d.n)
+        }
+    }
+
+    /// The Markdown section: each policy's mean ± half-width and its paired difference from the first.
+    pub fn to_markdown(&self, labels: &[String]) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "## Over {} replications ({:.0}% confidence; replication r of every policy on the same seed, differences paired)\n",
+            self.n,
+            self.level * 100.0
+        );
+        if let Some(p) = &self.precision {
+            let _ = writeln!(
+                o,
+                "Precision target: {} within ±{:.1}% for every policy — {} (±{:.1}% at worst after {} replications, cap {}).\n",
+                p.metric,
+                p.target * 100.0,
+                if p.met { "met" } else { "NOT met" },
+                p.achieved * 100.0,
+                self.n,
+                p.max_replications
+            );
+        }
+        let _ = write!(o, "| metric |");
+        for l in labels {
+            let _ = write!(o, " {l} |");
+        }
+        let _ = write!(o, "\n|---|");
+        for _ in labels {
+            let _ = write!(o, "---:|");
+        }
+        o.push('\n');
+        for (k, lower_better) in METRICS {
+            if self.runs.iter().all(|r| r[k].n == 0) {
+                continue;
+            }
+            let _ = write!(o, "| {k}{} |", if lower_better { " ↓" } else { " ↑" });
+            for (i, r) in self.runs.iter().enumerate() {
+                let e = &r[k];
+                let cell = interval_text(e);
+                if i == 0 {
+                    let _ = write!(o, " {cell} |");
+                } else {
+                    let _ = write!(o, " {cell} ({}) |", self.verdict(i, k));
+                }
+            }
+            o.push('\n');
+        }
+        o
+    }
+}
+
+/// `12.3 ± 0.4` in the table's number format; `–` without a value.
+fn interval_text(e: &Estimate) -> String {
+    if !e.mean.is_finite() {
+        "–".into()
+    } else if e.half_width.is_finite() {
+        format!("{} ± {}", format_value(e.mean), format_value(e.half_width))
+    } else {
+        format_value(e.mean)
+    }
+}
+
+fn signed(v: f64) -> String {
+    if v >= 0.0 {
+        format!("+{}", format_value(v))
+    } else {
+        format_value(v)
+    }
 }
 
 impl Comparison {
@@ -243,6 +401,7 @@ impl Comparison {
             runs,
             diff,
             diff_relative,
+            replications: None,
         }
     }
 
@@ -294,6 +453,11 @@ impl Comparison {
             "# {} — policies compared (seed {})\n",
             self.scenario, self.seed
         );
+        if let Some(p) = &self.replications {
+            let labels: Vec<String> = self.runs.iter().map(|r| r.label.clone()).collect();
+            o.push_str(&p.to_markdown(&labels));
+            let _ = writeln!(o, "\n## Replication 1 (seed {})\n", self.seed);
+        }
         let _ = write!(o, "| metric |");
         for r in &self.runs {
             let view = r

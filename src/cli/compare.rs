@@ -21,7 +21,9 @@ pub(super) fn compare(
     threads: Option<usize>,
     force: bool,
     quiet: bool,
+    confidence: &super::ConfidenceArgs,
 ) -> Result<()> {
+    let precision = confidence.precision()?;
     let scenario = super::load_checked(path, set, force)?;
     let list = match policies {
         Some(p) => p.to_string(),
@@ -64,10 +66,11 @@ pub(super) fn compare(
     if let Some(o) = &out {
         output::prepare_results_dir(o.dir, &[path], force)?;
     }
-    // Each policy's requests stream into its own folder while it runs.
-    let sink = |c: &compare::Contender| match &out {
+    // Each policy's requests stream into its own folder (replication r > 0: `replications/R` in it)
+    // while it runs.
+    let sink = |c: &compare::Contender, r: u32| match &out {
         Some(o) => ResultsDir {
-            dir: &o.dir.join(compare::folder_name(&c.label)),
+            dir: &super::run::replication_dir(&o.dir.join(compare::folder_name(&c.label)), r),
             requests_csv: o.requests_csv,
         }
         .request_sink()
@@ -77,24 +80,87 @@ pub(super) fn compare(
     // More threads than runs would only idle.
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.unwrap_or(cores).min(contenders.len()).max(1))
+        .num_threads(
+            threads
+                .unwrap_or(cores)
+                .min(contenders.len() * confidence.replications.max(2) as usize)
+                .max(1),
+        )
         .build()
         .context("cannot start worker threads")?;
     // One bar per run, on stderr, only on a terminal and without --quiet.
     let bars = Bars::new(quiet);
-    let per_run: Vec<_> = contenders
-        .iter()
-        .map(|c| bars.simulation(&c.label))
-        .collect();
-    let progress = |i: usize, p: &RunProgress| per_run[i].update(p);
-    let timed = pool
-        .install(|| compare::run_all_timed(&scenario, &contenders, &sink, &progress))
+    let replicated = confidence.replications > 1 || precision.is_some();
+    let run_rep = |r: u32, _: &crate::scenario::Scenario| {
+        let per_run: Vec<_> = contenders
+            .iter()
+            .map(|c| {
+                bars.simulation(&if replicated {
+                    format!("{} #{}", c.label, r + 1)
+                } else {
+                    c.label.clone()
+                })
+            })
+            .collect();
+        let progress = |i: usize, p: &RunProgress| per_run[i].update(p);
+        let runs = compare::run_all_timed(&scenario, &contenders, r, &sink, &progress)?;
+        for b in &per_run {
+            b.finish();
+        }
+        Ok(runs)
+    };
+    let metric = precision
+        .as_ref()
+        .map_or("ttft_p95_ms", |(_, m)| m.as_str())
+        .to_string();
+    anyhow::ensure!(
+        crate::metrics::headline::METRICS
+            .iter()
+            .any(|(k, _)| *k == metric),
+        "--precision-metric {metric}: not a headline metric"
+    );
+    // The least precise policy decides.
+    let decisive = |reps: &[Vec<(crate::engine::RunOutput, f64)>]| {
+        (0..contenders.len())
+            .map(|i| {
+                let v: Vec<_> = reps.iter().map(|rep| &rep[i].0.summary).collect();
+                crate::metrics::intervals::Intervals::metric(&v, &metric)
+            })
+            .max_by(|a, b| {
+                let rel = |e: &crate::confidence::Estimate| {
+                    let r = e.relative_half_width();
+                    if r.is_nan() { f64::INFINITY } else { r }
+                };
+                rel(a).total_cmp(&rel(b))
+            })
+            .expect("at least one policy")
+    };
+    let (reps, outcome) = pool
+        .install(|| {
+            crate::confidence::replicate::replicate(
+                &scenario,
+                confidence.replications,
+                precision.as_ref().map(|(p, m)| (p, m.as_str())),
+                &decisive,
+                &run_rep,
+            )
+        })
         .map_err(anyhow::Error::msg)?;
-    for b in &per_run {
-        b.finish();
+    let mut reps = reps.into_iter();
+    let (outputs, walls): (Vec<_>, Vec<_>) =
+        reps.next().expect("one replication").into_iter().unzip();
+    let rest: Vec<Vec<(crate::engine::RunOutput, f64)>> = reps.collect();
+    let mut cmp = compare::Comparison::new(&scenario, &contenders, &outputs);
+    if replicated {
+        let per_run: Vec<Vec<&crate::metrics::Summary>> = (0..contenders.len())
+            .map(|i| {
+                std::iter::once(&outputs[i].summary)
+                    .chain(rest.iter().map(|rep| &rep[i].0.summary))
+                    .collect()
+            })
+            .collect();
+        cmp.replications = Some(compare::Paired::of(&per_run, outcome));
     }
-    let (outputs, walls): (Vec<_>, Vec<_>) = timed.into_iter().unzip();
-    let cmp = compare::Comparison::new(&scenario, &contenders, &outputs);
     out!("{}", cmp.to_markdown());
     if let Some(ResultsDir { dir, .. }) = out {
         for ((c, o), wall) in contenders.iter().zip(&outputs).zip(walls) {
@@ -102,6 +168,17 @@ pub(super) fn compare(
                 &dir.join(compare::folder_name(&c.label)),
                 &report::run_files(&c.resolved(&scenario), o, wall)?,
             )?;
+        }
+        for (r, rep) in rest.iter().enumerate() {
+            let r = r as u32 + 1;
+            for (c, (o, wall)) in contenders.iter().zip(rep) {
+                let mut s = c.resolved(&scenario);
+                s.seed = crate::confidence::replication_seed(s.seed, r);
+                report::write_files(
+                    &super::run::replication_dir(&dir.join(compare::folder_name(&c.label)), r),
+                    &report::run_files(&s, o, *wall)?,
+                )?;
+            }
         }
         let cdf = comparison_cdf(&scenario.name, &contenders, &outputs)?;
         let runs: Vec<_> = contenders

@@ -117,6 +117,8 @@ pub enum Command {
         /// results of an earlier comparison there.
         #[arg(long)]
         force: bool,
+        #[command(flatten)]
+        confidence: ConfidenceArgs,
     },
     /// Run the cartesian product of `--grid` overrides in parallel: one row per point in sweep.parquet,
     /// sweep.csv and sweep.md, plus plots; resumable (`--resume`) and shardable (`--shard I/N`).
@@ -549,6 +551,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             threads,
             force,
             quiet,
+            confidence,
         } => compare::compare(
             &scenario,
             policies.as_deref(),
@@ -558,6 +561,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             threads.map(usize::from),
             force,
             quiet,
+            &confidence,
         ),
         Command::Sweep {
             scenario,
