@@ -135,8 +135,10 @@ pub enum Command {
         /// Override a scenario value for every point, e.g. `--set duration=\"2m\"`.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
-        /// Runs per point with seeds seed, seed+1, ...; the tables give their mean and standard deviation.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        /// Runs per point (independent replications: the scenario's seed, then seeds from the named stream
+        /// `replication/R`, the same for every point); the tables give their mean, standard deviation and
+        /// 95% confidence interval.
+        #[arg(long, visible_alias = "replications", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
         replicas: u32,
         /// Run only shard I of N (0 ≤ I < N): the points p with p mod N = I. Combine with `fleetsim merge`.
         #[arg(long, value_name = "I/N")]

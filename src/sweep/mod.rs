@@ -19,10 +19,12 @@ use crate::engine::Simulation;
 use crate::scenario::Scenario;
 use store::{Manifest, PointResult, ReplicaResult};
 
-/// The seed of replica `r` of a point whose scenario seed is `base`: `base + r` (wrapping), so replica 0
-/// is the scenario itself and replicas of different points share seeds (common random numbers).
+/// The seed of replica `r` of a point whose scenario seed is `base`: the replication seed
+/// ([`crate::confidence::replication_seed`]), so replica 0 is the scenario itself, replicas of different
+/// points share seeds (common random numbers) and a sweep's replica r is `run --replications`'s
+/// replication r.
 pub fn replica_seed(base: u64, r: u32) -> u64 {
-    base.wrapping_add(u64::from(r))
+    crate::confidence::replication_seed(base, r)
 }
 
 /// Runs point `point` (its scenario already has the point's overrides) `replicas` times.

@@ -75,8 +75,9 @@ pub struct Row {
     /// The swept values, in axis order.
     pub values: Vec<String>,
     pub replicas: usize,
-    /// Per metric in [`METRICS`] order: mean and spread.
-    pub metrics: Vec<(Option<f64>, Option<f64>)>,
+    /// Per metric in [`METRICS`] order: mean, sample standard deviation and the half-width of the 95%
+    /// confidence interval of the mean (Student t over the replicas with a value).
+    pub metrics: Vec<(Option<f64>, Option<f64>, Option<f64>)>,
 }
 
 /// The rows of a finished sweep, in grid order.
@@ -98,7 +99,13 @@ pub fn rows(grid: &Grid, points: &[PointResult]) -> Vec<Row> {
                         .iter()
                         .map(|r| r.metrics.get(*k).copied().flatten())
                         .collect();
-                    mean_sd(&per)
+                    let (m, sd) = mean_sd(&per);
+                    let n = per.iter().flatten().count() as u32;
+                    let hw = sd.map(|sd| {
+                        crate::confidence::t_critical(crate::confidence::LEVEL, n - 1) * sd
+                            / f64::from(n).sqrt()
+                    });
+                    (m, sd, hw)
                 })
                 .collect();
             Row {
@@ -111,7 +118,8 @@ pub fn rows(grid: &Grid, points: &[PointResult]) -> Vec<Row> {
         .collect()
 }
 
-/// Column names: `point`, the keys, `replicas`, each metric and (with replicas) `METRIC_sd`.
+/// Column names: `point`, the keys, `replicas`, each metric and (with replicas) `METRIC_sd` and
+/// `METRIC_ci95` (the half-width of the mean's 95% confidence interval).
 fn header(grid: &Grid, spread: bool) -> Vec<String> {
     let mut h = vec!["point".to_string()];
     h.extend(grid.axes.iter().map(|a| a.key.clone()));
@@ -120,6 +128,7 @@ fn header(grid: &Grid, spread: bool) -> Vec<String> {
         h.push(k.to_string());
         if spread {
             h.push(format!("{k}_sd"));
+            h.push(format!("{k}_ci95"));
         }
     }
     h
@@ -137,10 +146,11 @@ pub fn to_csv(grid: &Grid, rows: &[Row], spread: bool) -> Vec<u8> {
         let mut rec = vec![r.point.to_string()];
         rec.extend(r.values.iter().cloned());
         rec.push(r.replicas.to_string());
-        for (m, sd) in &r.metrics {
+        for (m, sd, hw) in &r.metrics {
             rec.push(cell(*m));
             if spread {
                 rec.push(cell(*sd));
+                rec.push(cell(*hw));
             }
         }
         w.write_record(rec).expect("in-memory CSV");
@@ -158,7 +168,7 @@ fn short(v: f64) -> String {
     }
 }
 
-/// `sweep.md`: a readable table of the main metrics (`mean ± sd` with replicas).
+/// `sweep.md`: a readable table of the main metrics (`mean ± 95% half-width` with replicas).
 pub fn to_markdown(scenario: &str, grid: &Grid, rows: &[Row], spread: bool) -> String {
     const SHOWN: [&str; 8] = [
         "completed",
@@ -178,7 +188,9 @@ pub fn to_markdown(scenario: &str, grid: &Grid, rows: &[Row], spread: bool) -> S
         rows.len()
     );
     if spread {
-        o.push_str("Values are the mean over the replicas ± their sample standard deviation.\n\n");
+        o.push_str(
+            "Values are the mean over the replicas ± the half-width of its 95% confidence interval (Student t; replica r of every point runs the same seed).\n\n",
+        );
     }
     let _ = write!(o, "| point |");
     for a in &grid.axes {
@@ -206,10 +218,10 @@ pub fn to_markdown(scenario: &str, grid: &Grid, rows: &[Row], spread: bool) -> S
                 .iter()
                 .position(|(m, _)| *m == k)
                 .expect("shown metric");
-            let (m, sd) = r.metrics[i];
-            let text = match (m, sd) {
+            let (m, _, hw) = r.metrics[i];
+            let text = match (m, hw) {
                 (None, _) => "–".to_string(),
-                (Some(m), Some(sd)) if spread => format!("{} ± {}", short(m), short(sd)),
+                (Some(m), Some(hw)) if spread => format!("{} ± {}", short(m), short(hw)),
                 (Some(m), _) => short(m),
             };
             let _ = write!(o, " {text} |");
@@ -251,6 +263,12 @@ pub fn to_parquet(grid: &Grid, rows: &[Row], spread: bool) -> PolarsResult<Vec<u
                 format!("{k}_sd").into(),
                 rows.iter()
                     .map(|r| r.metrics[j].1)
+                    .collect::<Vec<Option<f64>>>(),
+            ));
+            cols.push(Column::new(
+                format!("{k}_ci95").into(),
+                rows.iter()
+                    .map(|r| r.metrics[j].2)
                     .collect::<Vec<Option<f64>>>(),
             ));
         }
