@@ -289,6 +289,11 @@ pub struct Slo {
     /// Time per output token after the first.
     #[serde(default)]
     pub tpot: Option<SimDuration>,
+    /// Also judge p95 TTFT and p95 TPOT on every window of this width in steady state, the worst one
+    /// counting (`summary.json` `slo_window`; `fleetsim size` requires the worst window to meet the
+    /// targets, so a burst cannot hide in a whole-run p95). A multiple of `[metrics] window`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<SimDuration>,
 }
 
 impl Scenario {
@@ -363,6 +368,24 @@ impl Scenario {
             SimDuration::MAX_PARSED,
         )
         .map_err(|m| ("metrics.window".to_string(), m))?;
+        if let Some(w) = self.slo.window {
+            let m = self.metrics.window.0.max(1);
+            if w.0 == 0 || w.0 % m != 0 {
+                return Err((
+                    "slo.window".into(),
+                    format!(
+                        "must be a positive multiple of [metrics] window ({}), got {w}",
+                        self.metrics.window
+                    ),
+                ));
+            }
+            if self.slo.ttft.is_none() && self.slo.tpot.is_none() {
+                return Err((
+                    "slo.window".into(),
+                    "judges ttft and tpot per window: set at least one of them in [slo]".into(),
+                ));
+            }
+        }
         if self.max_requests == Some(0) {
             return Err((
                 "max_requests".into(),

@@ -199,6 +199,17 @@ pub enum Command {
         /// Largest worker count tried per candidate.
         #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
         max_workers: u32,
+        /// Independent replications per fleet shape (seeds from the named stream `replication/R`, the
+        /// first the scenario's): a fleet passes when every SLO holds at the 95% interval's bound.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        replications: u32,
+        /// Most replications for a shape whose interval straddles a target (its mean passes, its bound
+        /// does not): more are run, half as many again each time, until it is decided or this cap.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        max_replications: u32,
+        /// Also size for the traffic multiplied by each factor, e.g. `1,1.5,2` ("when must we grow").
+        #[arg(long, value_delimiter = ',', value_parser = parse_scale)]
+        traffic_scale: Vec<f64>,
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
         /// Also write size.md and size.json here.
@@ -509,6 +520,16 @@ impl ConfidenceArgs {
     }
 }
 
+/// A traffic multiplier: a number above 0.
+fn parse_scale(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1000.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}`: expected a traffic multiplier above 0 and at most 1000, e.g. 1.5"
+        )),
+    }
+}
+
 /// Runs the parsed command line.
 pub fn main_with(cli: Cli) -> Result<()> {
     match cli.command {
@@ -601,6 +622,9 @@ pub fn main_with(cli: Cli) -> Result<()> {
             domain_size,
             min_goodput,
             max_workers,
+            replications,
+            max_replications,
+            traffic_scale,
             set,
             out,
             threads,
@@ -618,6 +642,15 @@ pub fn main_with(cli: Cli) -> Result<()> {
             },
             min_goodput,
             max_workers,
+            judging: crate::sizing::Judging {
+                replications,
+                max_replications: max_replications.max(replications),
+            },
+            traffic_scales: if traffic_scale.is_empty() {
+                vec![1.0]
+            } else {
+                traffic_scale
+            },
             out: out.as_deref(),
             threads: threads.map(usize::from),
             force,

@@ -202,11 +202,14 @@ fn replicated(
         out!("{}", first.to_markdown());
     }
     if let Some(o) = &out {
+        let all: Vec<_> = runs.iter().map(|(o, _)| o).collect();
+        let band = report::plots::Band::of(&all);
         for (r, (output, wall)) in runs.iter().enumerate() {
             let s = replicate::scenario_of(scenario, r as u32);
+            let band = (r == 0).then(|| band.clone());
             report::write_files(
                 &replication_dir(o.dir, r as u32),
-                &report::run_files(&s, output, *wall)?,
+                &report::run_files_with(&s, output, *wall, band)?,
             )?;
         }
         if !json {

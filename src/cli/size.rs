@@ -1,5 +1,7 @@
-//! `fleetsim size`: the cheapest fleet that meets every SLO, per candidate GPU × TP × policy.
+//! `fleetsim size`: the cheapest fleet that meets every SLO with confidence, per candidate GPU × TP ×
+//! policy.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -8,8 +10,11 @@ use rayon::prelude::*;
 
 use crate::compare::Contender;
 use crate::hardware::GpuId;
-use crate::sizing::search::{Outcome, smallest};
-use crate::sizing::{Candidate, Evaluation, Headroom, Target, Tried, cost, evaluate, fleet, price};
+use crate::scenario::Scenario;
+use crate::sizing::search::{Outcome, smallest, smallest_stable};
+use crate::sizing::{
+    Candidate, Check, Evaluation, Headroom, Judging, Shape, Target, cost, evaluate, fleet, price,
+};
 
 /// What `fleetsim size` was asked to do.
 pub(super) struct Args<'a> {
@@ -21,40 +26,86 @@ pub(super) struct Args<'a> {
     pub headroom: Headroom,
     pub min_goodput: f64,
     pub max_workers: u32,
+    pub judging: Judging,
+    /// Traffic multipliers to size for (`[1.0]` unless `--traffic-scale`).
+    pub traffic_scales: Vec<f64>,
     pub out: Option<&'a Path>,
     pub threads: Option<usize>,
     pub force: bool,
     pub quiet: bool,
 }
 
+/// Every shape judged for one candidate.
+type Tried = BTreeMap<Shape, Evaluation>;
+
 /// One candidate's answer.
 struct Sized {
     c: Candidate,
     usd_per_gpu_hour: f64,
-    outcome: Result<Outcome, String>,
+    outcome: Result<Answer, String>,
     tried: Tried,
+    /// The idle latency floor and the SLOs it leaves less than 10% room (warnings).
+    floor: Floor,
+}
+
+/// A candidate's answer.
+#[derive(Clone, Debug, PartialEq)]
+enum Answer {
+    /// `shape` passes; `fewer` are the shapes one worker smaller (in each searched dimension), judged
+    /// and failed. `non_monotone`: a count below passed or one above failed.
+    Found {
+        shape: Shape,
+        fewer: Vec<Shape>,
+        non_monotone: bool,
+    },
+    /// Even `max` workers miss an SLO.
+    Infeasible { max: Shape },
 }
 
 impl Sized {
-    fn found(&self) -> Option<(&Evaluation, Option<&Evaluation>)> {
+    fn found(&self) -> Option<(&Evaluation, Vec<&Evaluation>, bool)> {
         match &self.outcome {
-            Ok(Outcome::Found { count, below }) => {
-                Some((&self.tried[count], below.map(|b| &self.tried[&b])))
-            }
+            Ok(Answer::Found {
+                shape,
+                fewer,
+                non_monotone,
+            }) => Some((
+                &self.tried[shape],
+                fewer.iter().filter_map(|f| self.tried.get(f)).collect(),
+                *non_monotone,
+            )),
             _ => None,
         }
     }
+    fn workers(&self) -> Option<u32> {
+        self.found().map(|(e, _, _)| e.shape.workers())
+    }
     fn per_hour(&self) -> Option<f64> {
-        self.found()
-            .map(|(e, _)| cost(self.usd_per_gpu_hour, self.c.tp, e.count, 0.0).0)
+        self.workers()
+            .map(|n| cost(self.usd_per_gpu_hour, self.c.tp, n, 0.0).0)
     }
 }
+
+/// The idle latency floor of a candidate: p95 TTFT and TPOT with the traffic thinned to
+/// [`FLOOR_SCALE`], where nothing queues; and the SLOs within 10% of it.
+#[derive(Clone, Debug, Default)]
+struct Floor {
+    ttft_p95_ms: Option<f64>,
+    tpot_p95_ms: Option<f64>,
+    warnings: Vec<String>,
+}
+
+/// Traffic scale of the floor run.
+const FLOOR_SCALE: f64 = 0.02;
+
+/// An SLO closer than this to the idle floor (relative) is warned about.
+const FLOOR_ROOM: f64 = 0.10;
 
 pub(super) fn size(a: Args) -> Result<()> {
     let base = super::load_checked(a.scenario, a.set, a.force)?;
     if base.workers.len() != 1 {
         bail!(
-            "{}: size reshapes one [[workers]] group (its gpu, tp and count); this scenario has {}",
+            "{}: size reshapes one [[workers]] group (its gpu, tp and count; a disaggregated fleet as one group with prefill_workers); this scenario has {}",
             a.scenario.display(),
             base.workers.len()
         );
@@ -62,6 +113,13 @@ pub(super) fn size(a: Args) -> Result<()> {
     if !base.faults.is_empty() {
         bail!(
             "{}: size adds its own faults for --headroom; remove the scenario's [[faults]] first",
+            a.scenario.display()
+        );
+    }
+    let disaggregated = base.workers[0].prefill_workers > 0;
+    if disaggregated && a.headroom.domain.is_some() {
+        bail!(
+            "{}: --headroom-domain places workers in domains by group; with prefill_workers (a disaggregated fleet) use --headroom N",
             a.scenario.display()
         );
     }
@@ -86,6 +144,14 @@ pub(super) fn size(a: Args) -> Result<()> {
             scenario: None,
         }],
     };
+    let smallest_shape = if disaggregated {
+        Shape {
+            prefill: 1,
+            decode: 1,
+        }
+    } else {
+        Shape::aggregated(1)
+    };
     let mut candidates = Vec::new();
     let mut unfit = Vec::new();
     for &gpu in &gpus {
@@ -98,7 +164,7 @@ pub(super) fn size(a: Args) -> Result<()> {
                     tp,
                     policy: p.clone(),
                 };
-                match fleet(&base, &c, 1).validate() {
+                match fleet(&base, &c, smallest_shape).validate() {
                     Ok(()) => candidates.push((c, usd)),
                     Err((field, m)) => unfit.push((c, format!("{field}: {m}"))),
                 }
@@ -123,75 +189,69 @@ pub(super) fn size(a: Args) -> Result<()> {
         .num_threads(a.threads.unwrap_or(cores).max(1))
         .build()
         .context("cannot start worker threads")?;
-    let start = g.count.0;
-    eprintln!(
-        "sizing {} candidate(s) (headroom: {}; SLO: {})",
-        candidates.len(),
-        headroom_text(&a.headroom),
-        slo_text(&target),
-    );
-    let bars = crate::progress::Bars::new(a.quiet);
-    let bar = bars.counter("candidates sized", candidates.len() as u64);
-    let counts_tried = std::sync::atomic::AtomicU64::new(0);
-    let mut results: Vec<Sized> = pool.install(|| {
-        candidates
-            .par_iter()
-            .map(|(c, usd)| {
-                let mut tried = Tried::new();
-                let outcome = smallest(start, a.max_workers, &mut tried, |n| {
-                    let e = evaluate(&base, c, n, &a.headroom, &target);
-                    let k = counts_tried.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                    bar.set_message(format!("{k} worker counts tried"));
-                    e
-                });
-                bar.inc(1);
-                Sized {
-                    c: c.clone(),
-                    usd_per_gpu_hour: *usd,
-                    outcome,
-                    tried,
-                }
-            })
-            .collect()
-    });
-    bar.finish_and_clear();
-    for r in &results {
-        if let Err(e) = &r.outcome {
-            bail!(
-                "{} tp{} {}: {e}",
-                r.c.gpu.as_str(),
-                r.c.tp,
-                r.c.policy.label
-            );
+    let mut md = String::new();
+    let mut json_scales = Vec::new();
+    let mut growth: Vec<(f64, Vec<(String, Option<Shape>)>)> = Vec::new();
+    for &scale in &a.traffic_scales {
+        let mut scaled = base.clone();
+        if scale != 1.0 {
+            scaled
+                .workload
+                .scale_traffic(scale)
+                .map_err(|m| anyhow::anyhow!("{}: --traffic-scale: {m}", a.scenario.display()))?;
         }
-    }
-    // Cheapest first; infeasible last, in candidate order.
-    results.sort_by(|x, y| match (x.per_hour(), y.per_hour()) {
-        (Some(a), Some(b)) => a.total_cmp(&b),
-        (Some(_), None) => std::cmp::Ordering::Less,
-        (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => std::cmp::Ordering::Equal,
-    });
-    // Why each loser loses: the SLO it misses with the fleet the winner's budget buys.
-    let budget = results[0].per_hour();
-    let mut reasons = Vec::new();
-    for (i, r) in results.iter_mut().enumerate() {
-        let reason = if i == 0 && budget.is_some() {
-            "cheapest".to_string()
+        eprintln!(
+            "sizing {} candidate(s){} (headroom: {}; SLO: {}; {} replications, up to {} where undecided)",
+            candidates.len(),
+            if a.traffic_scales.len() > 1 {
+                format!(" at traffic × {scale}")
+            } else {
+                String::new()
+            },
+            headroom_text(&a.headroom),
+            slo_text(&target),
+            a.judging.replications,
+            a.judging.max_replications.max(a.judging.replications),
+        );
+        let results = pool.install(|| size_all(&a, &scaled, &target, &candidates));
+        let (results, reasons) = rank(results, &scaled, &a, &target)?;
+        let title = if a.traffic_scales.len() > 1 {
+            format!("{} — fleet sizing at traffic × {scale}", base.name)
         } else {
-            why_it_loses(r, budget, &base, &a.headroom, &target)?
+            format!("{} — fleet sizing", base.name)
         };
-        reasons.push(reason);
+        md.push_str(&report(&title, &target, &a, &results, &reasons, &unfit));
+        md.push('\n');
+        growth.push((
+            scale,
+            results
+                .iter()
+                .map(|r| (label(&r.c), r.found().map(|(e, _, _)| e.shape)))
+                .collect(),
+        ));
+        json_scales.push(to_json(scale, &results, &reasons));
     }
-    let md = report(&base.name, &target, &a.headroom, &results, &reasons, &unfit);
+    if a.traffic_scales.len() > 1 {
+        md.push_str(&growth_table(&growth));
+    }
     out!("{md}");
     if let Some(dir) = a.out {
-        let json = to_json(&results, &reasons);
+        let json = serde_json::json!({
+            "replications": a.judging.replications,
+            "max_replications": a.judging.max_replications,
+            "confidence": crate::confidence::LEVEL,
+            "scales": json_scales,
+            // The first scale's candidates, as before scales existed.
+            "candidates": json_scales[0]["candidates"].clone(),
+        });
         crate::output::write_dir(
             dir,
             &[
                 ("size.md".into(), md.into_bytes()),
-                ("size.json".into(), json.into_bytes()),
+                (
+                    "size.json".into(),
+                    (serde_json::to_string_pretty(&json).expect("json") + "\n").into_bytes(),
+                ),
             ],
             &[a.scenario],
         )?;
@@ -200,25 +260,261 @@ pub(super) fn size(a: Args) -> Result<()> {
     Ok(())
 }
 
+fn label(c: &Candidate) -> String {
+    format!("{} tp{} {}", c.gpu.as_str(), c.tp, c.policy.label)
+}
+
+/// Sizes every candidate (in parallel), in candidate order.
+fn size_all(
+    a: &Args,
+    base: &Scenario,
+    target: &Target,
+    candidates: &[(Candidate, f64)],
+) -> Vec<Sized> {
+    let bars = crate::progress::Bars::new(a.quiet);
+    let bar = bars.counter("candidates sized", candidates.len() as u64);
+    let judged = std::sync::atomic::AtomicU64::new(0);
+    let out = candidates
+        .par_iter()
+        .map(|(c, usd)| {
+            let tried = std::sync::Mutex::new(Tried::new());
+            let eval = |shape: Shape| -> Result<bool, String> {
+                if let Some(e) = tried.lock().expect("not poisoned").get(&shape) {
+                    return Ok(e.feasible());
+                }
+                let e = evaluate(base, c, shape, &a.headroom, target, &a.judging)?;
+                let ok = e.feasible();
+                tried.lock().expect("not poisoned").insert(shape, e);
+                let k = judged.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                bar.set_message(format!("{k} fleet shapes judged"));
+                Ok(ok)
+            };
+            let outcome = if base.workers[0].prefill_workers > 0 {
+                search_disaggregated(base, a.max_workers, &eval)
+            } else {
+                search_aggregated(base.workers[0].count.0, a.max_workers, &eval, &tried)
+            };
+            let floor = idle_floor(base, c, target);
+            bar.inc(1);
+            Sized {
+                c: c.clone(),
+                usd_per_gpu_hour: *usd,
+                outcome,
+                tried: tried.into_inner().expect("not poisoned"),
+                floor,
+            }
+        })
+        .collect();
+    bar.finish_and_clear();
+    out
+}
+
+/// The smallest count from which every larger count judged passes (confirmed one above).
+fn search_aggregated(
+    start: u32,
+    max: u32,
+    eval: &dyn Fn(Shape) -> Result<bool, String>,
+    tried: &std::sync::Mutex<Tried>,
+) -> Result<Answer, String> {
+    let passed_below = |n: u32| {
+        tried
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .any(|(s, e)| s.decode < n && e.feasible())
+    };
+    let (outcome, non_monotone) =
+        smallest_stable(start, max, |n| eval(Shape::aggregated(n)), passed_below)?;
+    Ok(match outcome {
+        Outcome::Found { count } => Answer::Found {
+            shape: Shape::aggregated(count),
+            fewer: (count > 1)
+                .then(|| Shape::aggregated(count - 1))
+                .into_iter()
+                .collect(),
+            non_monotone,
+        },
+        Outcome::Infeasible { max } => Answer::Infeasible {
+            max: Shape::aggregated(max),
+        },
+    })
+}
+
+/// A disaggregated fleet: for 1, 2, ... prefill workers, the fewest decode workers that pass (never more
+/// than with one prefill worker fewer), while more prefill workers could still make a smaller fleet.
+/// The answer is the smallest fleet found (fewer prefill workers on a tie), confirmed with one prefill
+/// and one decode worker fewer both failing.
+fn search_disaggregated(
+    base: &Scenario,
+    max: u32,
+    eval: &dyn Fn(Shape) -> Result<bool, String>,
+) -> Result<Answer, String> {
+    let start = base.workers[0]
+        .count
+        .0
+        .saturating_sub(base.workers[0].prefill_workers)
+        .max(1);
+    let mut best: Option<Shape> = None;
+    let mut ceiling = max.saturating_sub(1).max(1);
+    let mut prefill = 1;
+    while prefill < max {
+        if best.is_some_and(|b| prefill + 1 >= b.workers()) {
+            break;
+        }
+        let cap = ceiling.min(max - prefill);
+        let found = smallest(0, start.min(cap), cap, |d| {
+            eval(Shape { prefill, decode: d })
+        })?;
+        if let Outcome::Found { count } = found {
+            let shape = Shape {
+                prefill,
+                decode: count,
+            };
+            if best.is_none_or(|b| shape.workers() < b.workers()) {
+                best = Some(shape);
+            }
+            ceiling = count;
+        }
+        prefill += 1;
+    }
+    let Some(shape) = best else {
+        return Ok(Answer::Infeasible {
+            max: Shape {
+                prefill: 1,
+                decode: max.saturating_sub(1).max(1),
+            },
+        });
+    };
+    let mut fewer = Vec::new();
+    for f in [
+        Shape {
+            prefill: shape.prefill - 1,
+            decode: shape.decode,
+        },
+        Shape {
+            prefill: shape.prefill,
+            decode: shape.decode - 1,
+        },
+    ] {
+        if f.prefill >= 1 && f.decode >= 1 {
+            // Judged for the record (the search may not have run this exact shape).
+            eval(f)?;
+            fewer.push(f);
+        }
+    }
+    Ok(Answer::Found {
+        shape,
+        fewer,
+        non_monotone: false,
+    })
+}
+
+/// The candidate's latency floor: one run of its starting fleet with the traffic thinned to
+/// [`FLOOR_SCALE`] (nothing queues), and a warning for every SLO less than [`FLOOR_ROOM`] above it.
+fn idle_floor(base: &Scenario, c: &Candidate, target: &Target) -> Floor {
+    let mut s = fleet(base, c, {
+        let g = &base.workers[0];
+        Shape {
+            prefill: g.prefill_workers,
+            decode: g.count.0 - g.prefill_workers,
+        }
+    });
+    if s.workload.scale_traffic(FLOOR_SCALE).is_err() || s.validate().is_err() {
+        return Floor::default();
+    }
+    let Ok(sim) = crate::engine::Simulation::from_scenario(&s) else {
+        return Floor::default();
+    };
+    let Ok(run) = sim.try_run(&mut |_| {}) else {
+        return Floor::default();
+    };
+    let sm = &run.summary;
+    let p95 = |d: &crate::metrics::summary::Dist| (d.count > 0).then_some(d.p95);
+    let mut floor = Floor {
+        ttft_p95_ms: p95(&sm.ttft_ms),
+        tpot_p95_ms: p95(&sm.tpot_ms),
+        warnings: Vec::new(),
+    };
+    let mut warn = |who: &str, slo: &str, limit: Option<f64>, idle: Option<f64>| {
+        if let (Some(limit), Some(idle)) = (limit, idle)
+            && limit < idle * (1.0 + FLOOR_ROOM)
+        {
+            floor.warnings.push(format!(
+                "{who}{slo} target {limit:.0} ms is within {:.0}% of the idle floor ({idle:.1} ms with the traffic × {FLOOR_SCALE}): the answer buys queue-free service, not capacity, and swings with small changes",
+                FLOOR_ROOM * 100.0
+            ));
+        }
+    };
+    warn("", "p95 TTFT", target.ttft_p95_ms, floor.ttft_p95_ms);
+    warn("", "p95 TPOT", target.tpot_p95_ms, floor.tpot_p95_ms);
+    for (i, ct) in target.classes.iter().enumerate() {
+        let cls = sm.classes.get(i);
+        let who = format!("class {}: ", ct.name);
+        warn(
+            &who,
+            "p95 TTFT",
+            ct.ttft_p95_ms,
+            cls.and_then(|k| p95(&k.ttft_ms)),
+        );
+        warn(
+            &who,
+            "p95 TPOT",
+            ct.tpot_p95_ms,
+            cls.and_then(|k| p95(&k.tpot_ms)),
+        );
+    }
+    floor
+}
+
+/// Sorts cheapest first (infeasible last, in candidate order) and says why each loser loses.
+fn rank(
+    mut results: Vec<Sized>,
+    base: &Scenario,
+    a: &Args,
+    target: &Target,
+) -> Result<(Vec<Sized>, Vec<String>)> {
+    for r in &results {
+        if let Err(e) = &r.outcome {
+            bail!("{}: {e}", label(&r.c));
+        }
+    }
+    results.sort_by(|x, y| match (x.per_hour(), y.per_hour()) {
+        (Some(a), Some(b)) => a.total_cmp(&b),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    });
+    let budget = results[0].per_hour();
+    let mut reasons = Vec::new();
+    for (i, r) in results.iter_mut().enumerate() {
+        let reason = if i == 0 && budget.is_some() {
+            "cheapest".to_string()
+        } else {
+            why_it_loses(r, budget, base, a, target)?
+        };
+        reasons.push(reason);
+    }
+    Ok((results, reasons))
+}
+
 fn why_it_loses(
     r: &mut Sized,
     budget: Option<f64>,
-    base: &crate::scenario::Scenario,
-    headroom: &Headroom,
+    base: &Scenario,
+    a: &Args,
     target: &Target,
 ) -> Result<String> {
-    let Some((own, _)) = r.found() else {
-        let max = match r.outcome {
-            Ok(Outcome::Infeasible { max }) => max,
-            _ => 0,
+    let Some(own_count) = r.workers() else {
+        let max = match &r.outcome {
+            Ok(Answer::Infeasible { max }) => *max,
+            _ => Shape::aggregated(0),
         };
-        let miss = r.tried.get(&max).and_then(|e| e.worst.clone());
+        let miss = r.tried.get(&max).and_then(|e| e.worst().cloned());
         return Ok(match miss {
             Some(m) => format!("misses the SLO even with {max} workers: {m}"),
             None => format!("misses the SLO even with {max} workers"),
         });
     };
-    let own_count = own.count;
     let Some(budget) = budget else {
         return Ok(String::new());
     };
@@ -233,12 +529,19 @@ fn why_it_loses(
             "one worker (${per_worker:.2}/h) costs more than the whole cheapest fleet (${budget:.2}/h)"
         ));
     }
-    if !r.tried.contains_key(&affordable) {
-        let e = evaluate(base, &r.c, affordable, headroom, target).map_err(anyhow::Error::msg)?;
-        r.tried.insert(affordable, e);
+    if base.workers[0].prefill_workers > 0 {
+        return Ok(format!(
+            "the cheapest fleet's budget buys {affordable} worker(s); this candidate needs {own_count}"
+        ));
     }
-    let e = &r.tried[&affordable];
-    Ok(match &e.worst {
+    let shape = Shape::aggregated(affordable);
+    if !r.tried.contains_key(&shape) {
+        let e = evaluate(base, &r.c, shape, &a.headroom, target, &a.judging)
+            .map_err(anyhow::Error::msg)?;
+        r.tried.insert(shape, e);
+    }
+    let e = &r.tried[&shape];
+    Ok(match e.worst() {
         Some(m) => format!("the cheapest fleet's budget buys {affordable} worker(s): {m}"),
         None => format!(
             "{affordable} workers would fit the budget and passed here, but {} fewer failed: the SLO is not monotone in the count for this candidate",
@@ -264,7 +567,7 @@ fn headroom_text(h: &Headroom) -> String {
         ));
     }
     format!(
-        "{}, at 25%, 50% and 75% of the arrival window (the worst run counts)",
+        "{}, at 25%, 50% and 75% of each replication's steady state, each judged on the requests from the crash on over a full steady window (the worst case counts)",
         parts.join("; or ")
     )
 }
@@ -283,7 +586,10 @@ fn slo_text(t: &Target) -> String {
         parts.push(format!("goodput ≥ {:.0}%", goodput * 100.0));
         parts.join(", ")
     };
-    let fleet = latency(t.ttft_p95_ms, t.tpot_p95_ms, t.min_goodput);
+    let mut fleet = latency(t.ttft_p95_ms, t.tpot_p95_ms, t.min_goodput);
+    if let Some(w) = &t.window {
+        let _ = write!(fleet, ", also in the worst {} window", w.label);
+    }
     if t.classes.is_empty() {
         return fleet;
     }
@@ -306,52 +612,88 @@ fn num(v: f64, decimals: usize) -> String {
     }
 }
 
+fn check_text(c: Option<&Check>) -> String {
+    c.map_or("–".into(), |c| c.to_string())
+}
+
 fn report(
-    name: &str,
+    title: &str,
     target: &Target,
-    headroom: &Headroom,
+    a: &Args,
     results: &[Sized],
     reasons: &[String],
     unfit: &[(Candidate, String)],
 ) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "# {name} — fleet sizing\n");
+    let _ = writeln!(o, "# {title}\n");
     let _ = writeln!(
         o,
         "SLO: {}; headroom: {}.\n",
         slo_text(target),
-        headroom_text(headroom)
+        headroom_text(&a.headroom)
     );
-    o.push_str("| rank | gpu | tp | policy | workers | GPUs | $/h | $/M output tokens | p95 TTFT ms | p95 TPOT ms | goodput | one fewer | runs | verdict |\n");
-    o.push_str("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n");
+    let _ = writeln!(
+        o,
+        "A fleet passes when every SLO holds with {:.0}% confidence over independent replications: the interval's upper bound of each p95 under its target, the lower bound of goodput above its floor ({} replications per fleet, up to {} where the interval straddles a target). Latencies are steady state (warm-up excluded).\n",
+        crate::confidence::LEVEL * 100.0,
+        a.judging.replications,
+        a.judging.max_replications.max(a.judging.replications)
+    );
+    o.push_str("| rank | gpu | tp | policy | workers | GPUs | $/h | $/M output tokens | p95 TTFT ms | p95 TPOT ms | goodput % | binding SLO (margin) | worst failure case | one fewer | replications | runs | verdict |\n");
+    o.push_str(
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---|\n",
+    );
+    let mut notes = Vec::new();
     for (i, (r, why)) in results.iter().zip(reasons).enumerate() {
         let runs: u32 = r.tried.values().map(|e| e.runs).sum();
+        for w in &r.floor.warnings {
+            notes.push(format!("**warning** ({}): {w}", label(&r.c)));
+        }
         match r.found() {
-            Some((e, below)) => {
-                let (per_hour, per_m) =
-                    cost(r.usd_per_gpu_hour, r.c.tp, e.count, e.output_tokens_per_s);
-                let fewer = match below {
-                    Some(b) => b
-                        .worst
-                        .as_ref()
-                        .map_or("passes (not monotone)".into(), |m| format!("fails: {m}")),
-                    None => "– (1 is the minimum)".into(),
+            Some((e, fewer, non_monotone)) => {
+                let (per_hour, per_m) = cost(
+                    r.usd_per_gpu_hour,
+                    r.c.tp,
+                    e.shape.workers(),
+                    e.output_tokens_per_s.mean,
+                );
+                let fewer_text = if fewer.is_empty() {
+                    "– (1 is the minimum)".to_string()
+                } else {
+                    fewer
+                        .iter()
+                        .map(|f| match f.worst() {
+                            Some(m) => format!("{}: fails: {m}", f.shape),
+                            None => format!("{}: passes", f.shape),
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; ")
                 };
+                if non_monotone {
+                    notes.push(format!(
+                        "**not monotone** ({}): some smaller fleet passed, or a larger one failed, in this search; {} is the smallest count from which every larger count judged passes (confirmed one above).",
+                        label(&r.c),
+                        e.shape
+                    ));
+                }
                 let _ = writeln!(
                     o,
-                    "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {} | {:.1}% | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     i + 1,
                     r.c.gpu.as_str(),
                     r.c.tp,
                     r.c.policy.label,
-                    e.count,
-                    e.count * r.c.tp,
+                    e.shape,
+                    e.shape.workers() * r.c.tp,
                     per_hour,
                     num(per_m, 3),
-                    num(e.ttft_p95_ms, 0),
-                    num(e.tpot_p95_ms, 1),
-                    e.goodput * 100.0,
-                    fewer,
+                    e.ttft_p95_ms.text(0),
+                    e.tpot_p95_ms.text(1),
+                    scaled(&e.goodput, 100.0).text(1),
+                    check_text(e.binding()),
+                    check_text(e.binding_failure()),
+                    fewer_text,
+                    e.replications,
                     runs,
                     why
                 );
@@ -359,7 +701,7 @@ fn report(
             None => {
                 let _ = writeln!(
                     o,
-                    "| {} | {} | {} | {} | – | – | – | – | – | – | – | – | {} | {} |",
+                    "| {} | {} | {} | {} | – | – | – | – | – | – | – | – | – | – | – | {} | {} |",
                     i + 1,
                     r.c.gpu.as_str(),
                     r.c.tp,
@@ -373,48 +715,142 @@ fn report(
     for (c, m) in unfit {
         let _ = writeln!(
             o,
-            "| – | {} | {} | {} | – | – | – | – | – | – | – | – | 0 | cannot run: {m} |",
+            "| – | {} | {} | {} | – | – | – | – | – | – | – | – | – | – | – | 0 | cannot run: {m} |",
             c.gpu.as_str(),
             c.tp,
             c.policy.label
         );
     }
+    if !notes.is_empty() {
+        o.push('\n');
+        for n in notes {
+            let _ = writeln!(o, "{n}\n");
+        }
+    }
     o
 }
 
-fn to_json(results: &[Sized], reasons: &[String]) -> String {
+/// `e` multiplied by `k` (a fraction shown as a percentage).
+fn scaled(e: &crate::confidence::Estimate, k: f64) -> crate::confidence::Estimate {
+    crate::confidence::Estimate {
+        n: e.n,
+        mean: e.mean * k,
+        sd: e.sd * k,
+        half_width: e.half_width * k,
+    }
+}
+
+/// "When must we grow": each candidate's answer at each traffic scale.
+fn growth_table(growth: &[(f64, Vec<(String, Option<Shape>)>)]) -> String {
+    let mut o = String::from("# When to grow: workers needed by traffic scale\n\n| candidate |");
+    for (s, _) in growth {
+        let _ = write!(o, " × {s} |");
+    }
+    o.push_str("\n|---|");
+    for _ in growth {
+        o.push_str("---:|");
+    }
+    o.push('\n');
+    let mut labels: Vec<&String> = growth[0].1.iter().map(|(l, _)| l).collect();
+    labels.sort();
+    for l in labels {
+        let _ = write!(o, "| {l} |");
+        for (_, rows) in growth {
+            let cell = rows
+                .iter()
+                .find(|(k, _)| k == l)
+                .and_then(|(_, s)| *s)
+                .map_or("–".to_string(), |s| s.to_string());
+            let _ = write!(o, " {cell} |");
+        }
+        o.push('\n');
+    }
+    o
+}
+
+fn estimate_json(e: &crate::confidence::Estimate) -> serde_json::Value {
+    let finite = |v: f64| v.is_finite().then_some(v);
+    serde_json::json!({ "mean": finite(e.mean), "ci95": finite(e.half_width), "n": e.n })
+}
+
+fn check_json(c: Option<&Check>) -> serde_json::Value {
+    let Some(c) = c else {
+        return serde_json::Value::Null;
+    };
+    let finite = |v: f64| v.is_finite().then_some(v);
+    serde_json::json!({
+        "slo": c.slo,
+        "class": c.class,
+        "case": c.case,
+        "mean": finite(c.estimate.mean),
+        "ci95": finite(c.estimate.half_width),
+        "bound": finite(c.bound()),
+        "limit": c.limit,
+        "margin": finite(c.margin()),
+        "passes": c.passes(),
+        "text": c.to_string(),
+    })
+}
+
+fn to_json(scale: f64, results: &[Sized], reasons: &[String]) -> serde_json::Value {
     let rows: Vec<serde_json::Value> = results
         .iter()
         .zip(reasons)
         .enumerate()
         .map(|(i, (r, why))| {
             let found = r.found();
-            let (per_hour, per_m) = found.map_or((None, None), |(e, _)| {
-                let (h, m) = cost(r.usd_per_gpu_hour, r.c.tp, e.count, e.output_tokens_per_s);
+            let (per_hour, per_m) = found.as_ref().map_or((None, None), |(e, _, _)| {
+                let (h, m) = cost(
+                    r.usd_per_gpu_hour,
+                    r.c.tp,
+                    e.shape.workers(),
+                    e.output_tokens_per_s.mean,
+                );
                 (Some(h), m.is_finite().then_some(m))
             });
             let finite = |v: f64| v.is_finite().then_some(v);
+            let e = found.as_ref().map(|(e, _, _)| *e);
             serde_json::json!({
                 "rank": i + 1,
                 "gpu": r.c.gpu.as_str(),
                 "tp": r.c.tp,
                 "policy": r.c.policy.label,
-                "workers": found.map(|(e, _)| e.count),
+                "workers": e.map(|e| e.shape.workers()),
+                "prefill_workers": e.map(|e| e.shape.prefill),
+                "decode_workers": e.map(|e| e.shape.decode),
                 "usd_per_gpu_hour": r.usd_per_gpu_hour,
                 "usd_per_hour": per_hour,
                 "usd_per_million_output_tokens": per_m,
-                "ttft_p95_ms": found.and_then(|(e, _)| finite(e.ttft_p95_ms)),
-                "tpot_p95_ms": found.and_then(|(e, _)| finite(e.tpot_p95_ms)),
-                "goodput": found.map(|(e, _)| e.goodput),
-                "one_fewer_fails": found.and_then(|(_, b)| b.map(|b| b.worst.as_ref().map(|m| m.to_string()))),
+                "ttft_p95_ms": e.and_then(|e| finite(e.ttft_p95_ms.mean)),
+                "ttft_p95_ms_ci95": e.and_then(|e| finite(e.ttft_p95_ms.half_width)),
+                "tpot_p95_ms": e.and_then(|e| finite(e.tpot_p95_ms.mean)),
+                "tpot_p95_ms_ci95": e.and_then(|e| finite(e.tpot_p95_ms.half_width)),
+                "goodput": e.and_then(|e| finite(e.goodput.mean)),
+                "warmup_s": e.map(|e| estimate_json(&e.warmup_s)),
+                "replications": e.map(|e| e.replications),
+                "binding": check_json(e.and_then(Evaluation::binding)),
+                "worst_failure_case": check_json(e.and_then(Evaluation::binding_failure)),
+                "non_monotone": found.as_ref().map(|(_, _, n)| *n),
+                "one_fewer_fails": found.as_ref().map(|(_, fewer, _)| {
+                    fewer.iter().map(|f| f.worst().map(|m| format!("{}: {m}", f.shape))).collect::<Option<Vec<_>>>().map(|v| v.join("; "))
+                }),
+                "idle_floor": {
+                    "ttft_p95_ms": r.floor.ttft_p95_ms,
+                    "tpot_p95_ms": r.floor.tpot_p95_ms,
+                    "warnings": r.floor.warnings,
+                },
                 "tried": r.tried.values().map(|e| serde_json::json!({
-                    "workers": e.count,
+                    "workers": e.shape.workers(),
+                    "prefill_workers": e.shape.prefill,
+                    "decode_workers": e.shape.decode,
                     "feasible": e.feasible(),
-                    "worst_miss": e.worst.as_ref().map(|m| m.to_string()),
+                    "replications": e.replications,
+                    "binding": e.binding().map(|m| m.to_string()),
+                    "worst_miss": e.worst().map(|m| m.to_string()),
                 })).collect::<Vec<_>>(),
                 "verdict": why,
             })
         })
         .collect();
-    serde_json::to_string_pretty(&serde_json::json!({ "candidates": rows })).expect("json") + "\n"
+    serde_json::json!({ "traffic_scale": scale, "candidates": rows })
 }

@@ -381,6 +381,11 @@ impl Collector {
         }
     }
 
+    /// Where steady state begins (requests arriving before are warm-up).
+    pub fn steady_from(&self) -> SimTime {
+        SimTime::ZERO
+    }
+
     /// Requests that have finished in any outcome.
     pub fn finished(&self) -> u64 {
         self.completed + self.failed + self.rejected

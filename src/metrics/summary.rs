@@ -77,6 +77,9 @@ pub struct Summary {
     /// the replications. The rest of this summary is the first replication's (the scenario's seed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replications: Option<super::intervals::Intervals>,
+    /// With `[slo] window`: the worst p95 TTFT and TPOT over the steady state's windows of that width.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_window: Option<super::timeseries::WorstWindows>,
 }
 
 /// A scenario's `[meta]` notes as the outputs show them.
@@ -710,6 +713,10 @@ impl Summary {
             twin: None,
             meta: None,
             replications: None,
+            slo_window: c
+                .slo
+                .window
+                .and_then(|w| c.series.worst_windows(w, c.steady_from(), c.arrivals_end)),
         }
     }
 

@@ -31,6 +31,7 @@ fn collector() -> Collector {
     let slo = Slo {
         ttft: Some(SimDuration::from_millis(100)),
         tpot: Some(SimDuration::from_millis(10)),
+        window: None,
     };
     Collector::new(slo, 2)
 }

@@ -170,11 +170,32 @@ pub struct Window {
     pub failure_recompute: u64,
     /// TTFT of completed requests that arrived in the window.
     pub ttft: LogHist,
+    /// TPOT of completed requests with more than one output token that arrived in the window.
+    pub tpot: LogHist,
     /// Prompt and cached tokens of completed requests that arrived in the window.
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
     /// Request-nanoseconds spent waiting for a first step within the window.
     pub queued_ns: u128,
+}
+
+/// The worst windows of a run's steady state (`summary.json` `slo_window`): p95 latencies judged
+/// window by window, so that a burst cannot hide in a whole-run percentile. Quantiles are the
+/// time series' (within 1%).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorstWindows {
+    pub width_s: f64,
+    /// Whole windows judged.
+    pub windows: u32,
+    #[serde(deserialize_with = "crate::confidence::nan_if_null")]
+    pub worst_ttft_p95_ms: f64,
+    /// Start of the window with the worst p95 TTFT.
+    #[serde(deserialize_with = "crate::confidence::nan_if_null")]
+    pub worst_ttft_at_s: f64,
+    #[serde(deserialize_with = "crate::confidence::nan_if_null")]
+    pub worst_tpot_p95_ms: f64,
+    #[serde(deserialize_with = "crate::confidence::nan_if_null")]
+    pub worst_tpot_at_s: f64,
 }
 
 /// A fault as the outputs show it.
@@ -271,6 +292,10 @@ impl TimeSeries {
         {
             let aw = self.at(a);
             aw.ttft.record(first.since(r.arrival).0);
+            if r.output_tokens > 1 {
+                aw.tpot
+                    .record(r.finished.since(first).0 / u64::from(r.output_tokens - 1));
+            }
             aw.prompt_tokens += u64::from(r.prompt_tokens);
             aw.cached_tokens += u64::from(r.cached_tokens);
         }
@@ -283,6 +308,55 @@ impl TimeSeries {
             self.at(i).queued_ns += u128::from(end.0 - t.0);
             t = end;
         }
+    }
+
+    /// The worst p95 TTFT and p95 TPOT over consecutive windows of `width` (a multiple of the series'
+    /// window) that lie wholly in `[from, until)`, by arrival; `None` when no such window has a completed
+    /// request. Windows are aligned to `from` rounded up to the series' window.
+    pub fn worst_windows(
+        &self,
+        width: crate::time::SimDuration,
+        from: SimTime,
+        until: SimTime,
+    ) -> Option<WorstWindows> {
+        let per = (width.0 / self.width()).max(1) as usize;
+        let first = (from.0.div_ceil(self.width())) as usize;
+        let end = ((until.0 / self.width()) as usize).min(self.windows.len());
+        let mut out: Option<WorstWindows> = None;
+        let mut i = first;
+        while i + per <= end {
+            let mut ttft = LogHist::default();
+            let mut tpot = LogHist::default();
+            for w in self.windows.iter().skip(i).take(per) {
+                ttft.merge(&w.ttft);
+                tpot.merge(&w.tpot);
+            }
+            let ms = |h: &LogHist| h.quantile(0.95).map(|v| v / 1e6);
+            let o = out.get_or_insert(WorstWindows {
+                width_s: width.as_secs_f64(),
+                windows: 0,
+                worst_ttft_p95_ms: f64::NAN,
+                worst_ttft_at_s: f64::NAN,
+                worst_tpot_p95_ms: f64::NAN,
+                worst_tpot_at_s: f64::NAN,
+            });
+            o.windows += 1;
+            let at = self.start(i).as_secs_f64();
+            if let Some(v) = ms(&ttft)
+                && !(v <= o.worst_ttft_p95_ms)
+            {
+                o.worst_ttft_p95_ms = v;
+                o.worst_ttft_at_s = at;
+            }
+            if let Some(v) = ms(&tpot)
+                && !(v <= o.worst_tpot_p95_ms)
+            {
+                o.worst_tpot_p95_ms = v;
+                o.worst_tpot_at_s = at;
+            }
+            i += per;
+        }
+        out.filter(|o| o.worst_ttft_p95_ms.is_finite() || o.worst_tpot_p95_ms.is_finite())
     }
 
     /// Worker `w` holds `used` of its `total` KV blocks from `t` on.

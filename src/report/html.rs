@@ -187,6 +187,30 @@ pub fn run_page(s: &Summary, plots: &[(String, Vec<u8>)]) -> String {
         }
         o.push_str("</dl>\n");
     }
+    if let Some(iv) = &s.replications {
+        let _ = writeln!(
+            o,
+            "<h2>Over {} replications ({:.0}% confidence intervals)</h2>\n<p>Each replication is an independent run (seeds {}); the rest of this page is the first replication's.</p>",
+            iv.n,
+            iv.level * 100.0,
+            iv.seeds
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let rows: Vec<Vec<String>> = crate::metrics::headline::METRICS
+            .iter()
+            .filter_map(|(k, _)| {
+                let e = iv.metrics.get(*k)?;
+                (e.n > 0).then(|| {
+                    let d = if e.mean.abs() >= 100.0 { 1 } else { 3 };
+                    vec![k.to_string(), e.text(d), e.n.to_string()]
+                })
+            })
+            .collect();
+        table(&mut o, &["metric", "mean ± half-width", "n"], &rows);
+    }
     o.push_str("<h2>Headline</h2>\n");
     table(&mut o, &HEADLINE, &[headline(s)]);
 

@@ -42,6 +42,16 @@ pub type OutputFile = (String, Vec<u8>);
 /// streams in while the run goes: [`ResultsDir::request_sink`].)
 /// `scenario` is the one that ran (resolved: a `compare` variant with its router), for `run_info.json`.
 pub fn run_files(scenario: &Scenario, out: &RunOutput, wall_s: f64) -> Result<Vec<OutputFile>> {
+    run_files_with(scenario, out, wall_s, None)
+}
+
+/// [`run_files`], with the windowed p95 TTFT band over replications (`run --replications`) drawn too.
+pub fn run_files_with(
+    scenario: &Scenario,
+    out: &RunOutput,
+    wall_s: f64,
+    band: Option<plots::Band>,
+) -> Result<Vec<OutputFile>> {
     let s = &out.summary;
     let info = provenance::run_info(scenario, out, wall_s, std::time::SystemTime::now());
     let mut files = vec![
@@ -57,7 +67,9 @@ pub fn run_files(scenario: &Scenario, out: &RunOutput, wall_s: f64) -> Result<Ve
     if !out.decisions.is_empty() {
         files.push(("decisions.csv".to_string(), decisions_csv(&out.decisions)?));
     }
-    files.extend(page_files(s, &plots::RunPlots::of(out))?);
+    let mut p = plots::RunPlots::of(out);
+    p.band = band;
+    files.extend(page_files(s, &p)?);
     Ok(files)
 }
 

@@ -17,9 +17,11 @@ pub mod search;
 use std::collections::BTreeMap;
 
 use crate::compare::Contender;
+use crate::confidence::Estimate;
 use crate::engine::Simulation;
 use crate::faults::FaultSpec;
 use crate::hardware::GpuId;
+use crate::metrics::Summary;
 use crate::scenario::Scenario;
 use crate::time::SimDuration;
 
@@ -37,6 +39,16 @@ pub struct Target {
     pub min_goodput: f64,
     /// Each traffic class's own targets (`kind = "mix"`), by class index; empty without a mix.
     pub classes: Vec<ClassTarget>,
+    /// `[slo] window`: the fleet's p95 targets also hold in the worst window of this width.
+    pub window: Option<WindowTarget>,
+}
+
+/// A windowed SLO: the p95 targets judged on every window of `width` in steady state, the worst counting.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowTarget {
+    pub width: SimDuration,
+    /// `1m`, as the tables show it.
+    pub label: String,
 }
 
 /// The SLOs one traffic class must meet, judged on its own requests.
@@ -90,83 +102,226 @@ impl Target {
             tpot_p95_ms: s.slo.tpot.map(|d| d.as_millis_f64()),
             min_goodput,
             classes,
+            window: s.slo.window.map(|w| WindowTarget {
+                width: w,
+                label: w.to_string(),
+            }),
         })
     }
 }
 
-/// One SLO missed, and by how much.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Miss {
-    /// `p95 TTFT`, `p95 TPOT` or `goodput`.
-    pub slo: &'static str,
-    pub value: f64,
-    pub limit: f64,
-    /// Which case: `no fault` or `crash of 1 at 2m30s`.
-    pub case: String,
-    /// The traffic class that misses it; `None` for the whole fleet's traffic.
-    pub class: Option<String>,
+/// How `size` judges a fleet: independent replications and the confidence rule.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Judging {
+    /// Replications every shape starts with (1: one run per case, judged on its point value).
+    pub replications: u32,
+    /// Most replications a shape may grow to while an SLO stays undecided (its mean passes but its
+    /// interval reaches past the limit).
+    pub max_replications: u32,
 }
 
-impl Miss {
-    /// How far off, relative to the limit (positive: worse).
-    pub fn excess(&self) -> f64 {
-        if self.slo == "goodput" {
-            (self.limit - self.value) / self.limit
-        } else {
-            (self.value - self.limit) / self.limit
+impl Default for Judging {
+    fn default() -> Self {
+        Judging {
+            replications: 5,
+            max_replications: 20,
         }
     }
 }
 
-impl std::fmt::Display for Miss {
+/// One SLO judged in one case over the replications.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Check {
+    /// `p95 TTFT`, `p95 TPOT`, `goodput`, or a windowed form (`worst-1m p95 TTFT`).
+    pub slo: String,
+    /// The traffic class judged; `None` for the whole fleet's traffic.
+    pub class: Option<String>,
+    /// Which case: `no fault` or `rack-0 lost at 2m30s`.
+    pub case: String,
+    /// The statistic over the replications. A replication where it has no value (no request completed
+    /// in the span judged) makes the mean infinite: the check fails.
+    pub estimate: Estimate,
+    pub limit: f64,
+}
+
+impl Check {
+    /// Whether higher values are better (goodput) rather than lower (latencies).
+    pub fn higher_is_better(&self) -> bool {
+        self.slo == "goodput"
+    }
+
+    /// The value the SLO is judged on: the 95% interval's bound on the unsafe side (upper for a
+    /// latency, lower for goodput); the mean itself with one replication.
+    pub fn bound(&self) -> f64 {
+        let (lo, hi) = self.estimate.bounds();
+        if self.higher_is_better() { lo } else { hi }
+    }
+
+    /// Whether the SLO holds with confidence.
+    pub fn passes(&self) -> bool {
+        let b = self.bound();
+        if self.higher_is_better() {
+            b >= self.limit
+        } else {
+            b <= self.limit
+        }
+    }
+
+    /// Room between the judged bound and the limit: positive passes by that much, negative misses by
+    /// that much. For a latency, relative to the target; for goodput, relative to the bad fraction the
+    /// floor allows (a floor of 95% allows 5% bad requests; 2% bad leaves a margin of 60%).
+    pub fn margin(&self) -> f64 {
+        let b = self.bound();
+        let m = if self.higher_is_better() {
+            let allowed = 1.0 - self.limit;
+            if allowed > 0.0 {
+                (b - self.limit) / allowed
+            } else if b >= self.limit {
+                0.0
+            } else {
+                -1.0
+            }
+        } else {
+            (self.limit - b) / self.limit
+        };
+        if m.is_nan() { f64::NEG_INFINITY } else { m }
+    }
+
+    /// Whether more replications could decide it: the mean meets the limit but the interval does not.
+    pub fn undecided(&self) -> bool {
+        let m = self.estimate.mean;
+        let mean_ok = if self.higher_is_better() {
+            m >= self.limit
+        } else {
+            m <= self.limit
+        };
+        mean_ok && !self.passes()
+    }
+}
+
+impl std::fmt::Display for Check {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         if let Some(c) = &self.class {
             write!(f, "class {c}: ")?;
         }
-        if self.slo == "goodput" {
-            write!(
-                f,
-                "{} {:.1}% < {:.1}% ({})",
-                self.slo,
-                self.value * 100.0,
-                self.limit * 100.0,
-                self.case
-            )
-        } else if self.value.is_finite() {
-            write!(
-                f,
-                "{} {:.0} ms > {:.0} ms (+{:.0}%, {})",
-                self.slo,
-                self.value,
-                self.limit,
-                self.excess() * 100.0,
-                self.case
-            )
+        let e = &self.estimate;
+        if !e.mean.is_finite() {
+            return write!(f, "{}: no request completed ({})", self.slo, self.case);
+        }
+        let (value, limit, unit, dec) = if self.higher_is_better() {
+            (e.mean * 100.0, self.limit * 100.0, "%", 1)
         } else {
-            write!(f, "{}: no request completed ({})", self.slo, self.case)
+            (e.mean, self.limit, " ms", 0)
+        };
+        let hw = if e.half_width.is_finite() {
+            let h = if self.higher_is_better() {
+                e.half_width * 100.0
+            } else {
+                e.half_width
+            };
+            format!(" ± {h:.dec$}")
+        } else {
+            String::new()
+        };
+        let op = match (self.higher_is_better(), self.passes()) {
+            (false, true) => "≤",
+            (false, false) => ">",
+            (true, true) => "≥",
+            (true, false) => "<",
+        };
+        write!(
+            f,
+            "{} {value:.dec$}{hw}{unit} {op} {limit:.dec$}{unit} (margin {:+.1}%, {})",
+            self.slo,
+            self.margin() * 100.0,
+            self.case
+        )
+    }
+}
+
+/// A fleet shape: aggregated workers, or prefill and decode workers of a disaggregated fleet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Shape {
+    /// Prefill workers (0: aggregated).
+    pub prefill: u32,
+    /// Decode workers (aggregated: every worker).
+    pub decode: u32,
+}
+
+impl Shape {
+    pub fn aggregated(n: u32) -> Shape {
+        Shape {
+            prefill: 0,
+            decode: n,
+        }
+    }
+    /// Workers in all.
+    pub fn workers(&self) -> u32 {
+        self.prefill + self.decode
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        if self.prefill == 0 {
+            write!(f, "{}", self.decode)
+        } else {
+            write!(f, "{}P+{}D", self.prefill, self.decode)
         }
     }
 }
 
-/// The outcome of one worker count: the no-fault run's numbers, and the worst miss of any case.
+/// The outcome of one fleet shape: every SLO in every case over the replications.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Evaluation {
+    /// The searched count: decode workers (every worker when aggregated).
     pub count: u32,
-    /// The worst miss over every case; `None` when every case meets every SLO.
-    pub worst: Option<Miss>,
-    pub ttft_p95_ms: f64,
-    pub tpot_p95_ms: f64,
-    pub goodput: f64,
-    pub output_tokens_per_s: f64,
-    /// Simulations run for this count.
+    pub shape: Shape,
+    /// Every SLO in every case.
+    pub checks: Vec<Check>,
+    /// Replications run per case.
+    pub replications: u32,
+    /// Simulations run for this shape.
     pub runs: u32,
+    /// The no-fault case's fleet-wide numbers (means over the replications).
+    pub ttft_p95_ms: Estimate,
+    pub tpot_p95_ms: Estimate,
+    pub goodput: Estimate,
+    pub output_tokens_per_s: Estimate,
+    /// Steady state began this long after the start (no-fault case, mean over replications).
+    pub warmup_s: Estimate,
+    /// Why no simulation was needed (a failure that leaves no worker), if so.
+    pub note: Option<String>,
 }
 
 impl Evaluation {
     pub fn feasible(&self) -> bool {
-        self.worst.is_none()
+        self.checks.iter().all(Check::passes)
+    }
+
+    /// The check with the least margin: what decides (and, for a passing shape, what binds).
+    pub fn binding(&self) -> Option<&Check> {
+        self.checks
+            .iter()
+            .min_by(|a, b| a.margin().total_cmp(&b.margin()))
+    }
+
+    /// The worst failing check; `None` when every check passes.
+    pub fn worst(&self) -> Option<&Check> {
+        self.binding().filter(|c| !c.passes())
+    }
+
+    /// The binding check among the failure cases (`None` without headroom).
+    pub fn binding_failure(&self) -> Option<&Check> {
+        self.checks
+            .iter()
+            .filter(|c| c.case != NO_FAULT)
+            .min_by(|a, b| a.margin().total_cmp(&b.margin()))
     }
 }
+
+/// The label of the case without a fault.
+pub const NO_FAULT: &str = "no fault";
 
 /// What a fleet must survive besides normal operation.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -194,11 +349,13 @@ pub struct Candidate {
     pub policy: Contender,
 }
 
-/// The scenario with `n` workers of candidate `c` (the scenario's single worker group reshaped).
-pub fn fleet(base: &Scenario, c: &Candidate, n: u32) -> Scenario {
+/// The scenario with `shape` workers of candidate `c` (the scenario's single worker group reshaped;
+/// a disaggregated group keeps its first `shape.prefill` workers as prefill workers).
+pub fn fleet(base: &Scenario, c: &Candidate, shape: Shape) -> Scenario {
     let mut s = base.clone();
     let g = &mut s.workers[0];
-    g.count = crate::config::PositiveInt(n);
+    g.count = crate::config::PositiveInt(shape.workers());
+    g.prefill_workers = shape.prefill;
     if g.gpu != c.gpu || g.tp.0 != c.tp {
         // A fitted profile file belongs to the configuration it was measured on.
         g.profile = None;
@@ -218,7 +375,7 @@ pub fn fleet_in_domains(
     label: &str,
     size: u32,
 ) -> Scenario {
-    let mut s = fleet(base, c, n);
+    let mut s = fleet(base, c, Shape::aggregated(n));
     let template = s.workers[0].clone();
     let size = size.max(1);
     s.workers = (0..n.div_ceil(size))
@@ -235,143 +392,280 @@ pub fn fleet_in_domains(
 /// A crash for good at `at` of `target` (`worker = "most_sessions"` or `domain = "rack-0"`).
 fn crash(target: &str, at: SimDuration) -> FaultSpec {
     let text = format!(
-        "kind = \"crash\"\n{target}\nat = \"{}ms\"\nrestart = false\n",
+        "kind = \"crash\"\nworker_target\nat = \"{}ms\"\nrestart = false\n",
         at.as_millis_f64().round() as u64
-    );
+    )
+    .replace("worker_target", target);
     toml::from_str(&text).expect("a well-formed crash fault")
 }
 
-/// The cases a count must pass: (label, scenario). `s` is the fleet (in domains, if one is to be lost).
-fn cases(s: &Scenario, headroom: &Headroom) -> Vec<(String, Scenario)> {
-    let mut out = vec![("no fault".to_string(), s.clone())];
+/// When the headroom crash of fraction `f` happens in a run whose steady state begins at `warmup`:
+/// `f` of the way through the steady part of the arrival window, so the fault never lands in warm-up.
+pub fn crash_time(s: &Scenario, warmup: SimDuration, f: f64) -> SimDuration {
+    let steady = s.duration.0.saturating_sub(warmup.0);
+    SimDuration(warmup.0 + (steady as f64 * f).round() as u64)
+}
+
+/// The failure cases of `s` (the fleet, in domains if one is to be lost), for a replication whose
+/// no-fault run reached steady state at `warmup`: (label, scenario). Each crashes at one of
+/// [`CRASH_FRACTIONS`] of the steady window, runs on for as long as the no-fault case's steady window
+/// after it (the arrival window is extended), and is judged only on the requests that arrive from the
+/// crash on (its warm-up is the crash time), so a late crash is judged on a full window.
+pub fn failure_cases(
+    s: &Scenario,
+    headroom: &Headroom,
+    warmup: SimDuration,
+) -> Vec<(String, Scenario)> {
+    let mut out = Vec::new();
+    let steady = SimDuration(s.duration.0.saturating_sub(warmup.0));
     for f in CRASH_FRACTIONS {
-        let at = SimDuration::from_secs_f64(s.duration.as_secs_f64() * f);
+        let at = crash_time(s, warmup, f);
+        let judged = |mut c: Scenario| {
+            c.duration = SimDuration(at.0 + steady.0).max(s.duration);
+            judge_from(&mut c, at);
+            c
+        };
         if headroom.workers > 0 {
             let mut c = s.clone();
             c.faults
                 .extend((0..headroom.workers).map(|_| crash("worker = \"most_sessions\"", at)));
-            out.push((format!("{} lost at {at}", headroom.workers), c));
+            out.push((
+                format!("{} lost at {}", headroom.workers, fraction_label(f)),
+                judged(c),
+            ));
         }
         if let Some((label, _)) = &headroom.domain {
             let mut c = s.clone();
             c.faults.push(crash(&format!("domain = \"{label}-0\""), at));
-            out.push((format!("{label}-0 lost at {at}"), c));
+            out.push((
+                format!("{label}-0 lost at {}", fraction_label(f)),
+                judged(c),
+            ));
         }
     }
     out
 }
 
-/// Runs every case of `n` workers of `c` and judges them against `target`.
+/// Where steady state began in a run, s.
+fn warmup_s(_s: &Summary) -> f64 {
+    0.0 // MERGE: s.warmup
+}
+
+/// Judges `s` only on the requests arriving from `at` on.
+fn judge_from(_s: &mut Scenario, _at: SimDuration) {
+    // MERGE: fixed warm-up
+}
+
+/// `25% of steady state`: a case label that is the same for every replication (whose crash times
+/// differ with their warm-ups).
+fn fraction_label(f: f64) -> String {
+    format!("{:.0}% of steady state", f * 100.0)
+}
+
+/// The statistic `value` of each run, as a check's estimate: a run without a value (no request
+/// completed in the span judged) makes the mean infinite.
+fn estimate_of(runs: &[&Summary], value: impl Fn(&Summary) -> f64) -> Estimate {
+    let v: Vec<f64> = runs.iter().map(|s| value(s)).collect();
+    if v.iter().any(|x| !x.is_finite()) {
+        return Estimate {
+            n: v.len() as u32,
+            mean: f64::INFINITY,
+            sd: f64::NAN,
+            half_width: f64::NAN,
+        };
+    }
+    Estimate::of(&v)
+}
+
+/// p95 of a distribution; NaN when it is empty.
+fn p95(d: &crate::metrics::summary::Dist) -> f64 {
+    if d.count > 0 { d.p95 } else { f64::NAN }
+}
+
+/// Every SLO of `t` judged on one case's runs (one per replication).
+pub fn checks(case: &str, runs: &[&Summary], t: &Target) -> Vec<Check> {
+    let mut out = Vec::new();
+    let mut add =
+        |class: Option<&str>, slo: String, limit: Option<f64>, e: &dyn Fn() -> Estimate| {
+            if let Some(limit) = limit {
+                out.push(Check {
+                    slo,
+                    class: class.map(str::to_string),
+                    case: case.to_string(),
+                    estimate: e(),
+                    limit,
+                });
+            }
+        };
+    add(None, "p95 TTFT".into(), t.ttft_p95_ms, &|| {
+        estimate_of(runs, |s| p95(&s.ttft_ms))
+    });
+    add(None, "p95 TPOT".into(), t.tpot_p95_ms, &|| {
+        estimate_of(runs, |s| p95(&s.tpot_ms))
+    });
+    if let Some(w) = &t.window {
+        add(
+            None,
+            format!("worst-{} p95 TTFT", w.label),
+            t.ttft_p95_ms,
+            &|| {
+                estimate_of(runs, |s| {
+                    s.slo_window
+                        .as_ref()
+                        .map_or(f64::NAN, |x| x.worst_ttft_p95_ms)
+                })
+            },
+        );
+        add(
+            None,
+            format!("worst-{} p95 TPOT", w.label),
+            t.tpot_p95_ms,
+            &|| {
+                estimate_of(runs, |s| {
+                    s.slo_window
+                        .as_ref()
+                        .map_or(f64::NAN, |x| x.worst_tpot_p95_ms)
+                })
+            },
+        );
+    }
+    // A fleet without a fleet-wide SLO has a meaningless fleet goodput (every request is "good"):
+    // judge it only when the fleet has a latency target, or there are no classes.
+    if t.ttft_p95_ms.is_some() || t.tpot_p95_ms.is_some() || t.classes.is_empty() {
+        add(None, "goodput".into(), Some(t.min_goodput), &|| {
+            estimate_of(runs, |s| s.goodput.fraction)
+        });
+    }
+    for (i, ct) in t.classes.iter().enumerate() {
+        let class = |s: &Summary| s.classes.get(i).cloned();
+        add(Some(&ct.name), "p95 TTFT".into(), ct.ttft_p95_ms, &|| {
+            estimate_of(runs, |s| class(s).map_or(f64::NAN, |c| p95(&c.ttft_ms)))
+        });
+        add(Some(&ct.name), "p95 TPOT".into(), ct.tpot_p95_ms, &|| {
+            estimate_of(runs, |s| class(s).map_or(f64::NAN, |c| p95(&c.tpot_ms)))
+        });
+        add(
+            Some(&ct.name),
+            "goodput".into(),
+            Some(ct.min_goodput),
+            &|| estimate_of(runs, |s| class(s).map_or(f64::NAN, |c| c.goodput)),
+        );
+    }
+    out
+}
+
+/// Runs replications `from..to` of shape `shape` of `c`: per replication, the no-fault run, then its
+/// failure cases placed in its steady state. Returns, per replication, (label, summary) per case, the
+/// no-fault case first.
+fn run_replications(
+    base: &Scenario,
+    c: &Candidate,
+    shape: Shape,
+    headroom: &Headroom,
+    from: u32,
+    to: u32,
+) -> Result<Vec<Vec<(String, Summary)>>, String> {
+    use rayon::prelude::*;
+    let s = match &headroom.domain {
+        Some((label, size)) => fleet_in_domains(base, c, shape.workers(), label, *size),
+        None => fleet(base, c, shape),
+    };
+    let name = format!("{} × {shape}", c.gpu.as_str());
+    s.validate().map_err(|(f, m)| format!("{name}: {f}: {m}"))?;
+    let run = |sc: &Scenario| -> Result<Summary, String> {
+        Ok(Simulation::from_scenario(sc)?.try_run(&mut |_| {})?.summary)
+    };
+    (from..to)
+        .into_par_iter()
+        .map(|r| {
+            let sr = crate::confidence::replicate::scenario_of(&s, r);
+            let calm = run(&sr)?;
+            let warmup = SimDuration::from_secs_f64(warmup_s(&calm));
+            let failures = failure_cases(&sr, headroom, warmup);
+            let mut out = vec![(NO_FAULT.to_string(), calm)];
+            let results: Vec<(String, Summary)> = failures
+                .par_iter()
+                .map(|(label, sc)| Ok((label.clone(), run(sc)?)))
+                .collect::<Result<_, String>>()?;
+            out.extend(results);
+            Ok(out)
+        })
+        .collect()
+}
+
+/// Runs every case of `shape` of `c` over `judging`'s replications (more while an SLO is undecided, up
+/// to the cap) and judges them against `target`.
 pub fn evaluate(
     base: &Scenario,
     c: &Candidate,
-    n: u32,
+    shape: Shape,
     headroom: &Headroom,
     target: &Target,
+    judging: &Judging,
 ) -> Result<Evaluation, String> {
-    use rayon::prelude::*;
-    let (s, lost) = match &headroom.domain {
-        Some((label, size)) => (
-            fleet_in_domains(base, c, n, label, *size),
-            headroom.workers.max(*size),
-        ),
-        None => (fleet(base, c, n), headroom.workers),
+    let lost = match &headroom.domain {
+        Some((_, size)) => headroom.workers.max(*size),
+        None => headroom.workers,
     };
-    if lost >= n {
+    let nothing = Estimate::of(&[]);
+    if lost >= shape.workers() {
         return Ok(Evaluation {
-            count: n,
-            worst: Some(Miss {
-                slo: "goodput",
-                value: 0.0,
-                limit: target.min_goodput,
-                case: format!("losing {lost} of {n} workers leaves none"),
+            count: shape.decode,
+            shape,
+            checks: vec![Check {
+                slo: "goodput".into(),
                 class: None,
-            }),
-            ttft_p95_ms: f64::NAN,
-            tpot_p95_ms: f64::NAN,
-            goodput: 0.0,
-            output_tokens_per_s: 0.0,
+                case: format!("losing {lost} of {} workers leaves none", shape.workers()),
+                estimate: Estimate::of(&[0.0]),
+                limit: target.min_goodput,
+            }],
+            replications: 0,
             runs: 0,
+            ttft_p95_ms: nothing,
+            tpot_p95_ms: nothing,
+            goodput: nothing,
+            output_tokens_per_s: nothing,
+            warmup_s: nothing,
+            note: Some(format!(
+                "losing {lost} of {} workers leaves none",
+                shape.workers()
+            )),
         });
     }
-    let cases = cases(&s, headroom);
-    let results: Vec<(String, crate::metrics::summary::Summary)> = cases
-        .par_iter()
-        .map(|(label, sc)| {
-            sc.validate()
-                .map_err(|(f, m)| format!("{} × {n}: {f}: {m}", c.gpu.as_str()))?;
-            let out = Simulation::from_scenario(sc)?.try_run(&mut |_| {})?;
-            Ok((label.clone(), out.summary))
-        })
-        .collect::<Result<_, String>>()?;
-    let mut worst: Option<Miss> = None;
-    for (label, sm) in &results {
-        for m in misses(sm, target, label) {
-            if worst.as_ref().is_none_or(|w| m.excess() > w.excess()) {
-                worst = Some(m);
-            }
+    let mut reps = run_replications(base, c, shape, headroom, 0, judging.replications.max(1))?;
+    loop {
+        let cases: Vec<&str> = reps[0].iter().map(|(l, _)| l.as_str()).collect();
+        let mut all = Vec::new();
+        for (i, case) in cases.iter().enumerate() {
+            let runs: Vec<&Summary> = reps.iter().map(|r| &r[i].1).collect();
+            all.extend(checks(case, &runs, target));
         }
-    }
-    let base_run = &results[0].1;
-    let p95 = |d: &crate::metrics::summary::Dist| if d.count > 0 { d.p95 } else { f64::NAN };
-    Ok(Evaluation {
-        count: n,
-        worst,
-        ttft_p95_ms: p95(&base_run.ttft_ms),
-        tpot_p95_ms: p95(&base_run.tpot_ms),
-        goodput: base_run.goodput.fraction,
-        output_tokens_per_s: base_run.throughput.output_tokens_per_s,
-        runs: results.len() as u32,
-    })
-}
-
-/// Every SLO one run misses: the fleet's, then each class's against its own targets.
-fn misses(s: &crate::metrics::summary::Summary, t: &Target, case: &str) -> Vec<Miss> {
-    let mut out = Vec::new();
-    let mut check = |class: Option<&str>,
-                     slo: &'static str,
-                     d: &crate::metrics::summary::Dist,
-                     limit: Option<f64>| {
-        if let Some(limit) = limit {
-            let value = if d.count > 0 { d.p95 } else { f64::INFINITY };
-            if value > limit {
-                out.push(Miss {
-                    slo,
-                    value,
-                    limit,
-                    case: case.to_string(),
-                    class: class.map(str::to_string),
-                });
-            }
+        let n = reps.len() as u32;
+        let undecided = all.iter().any(Check::undecided);
+        let decided = all.iter().any(|c| !c.passes() && !c.undecided());
+        if undecided && !decided && n < judging.max_replications && n >= 2 {
+            let next = crate::confidence::replicate::next_count(n, judging.max_replications);
+            reps.extend(run_replications(base, c, shape, headroom, n, next)?);
+            continue;
         }
-    };
-    check(None, "p95 TTFT", &s.ttft_ms, t.ttft_p95_ms);
-    check(None, "p95 TPOT", &s.tpot_ms, t.tpot_p95_ms);
-    for (ct, cs) in t.classes.iter().zip(&s.classes) {
-        check(Some(&ct.name), "p95 TTFT", &cs.ttft_ms, ct.ttft_p95_ms);
-        check(Some(&ct.name), "p95 TPOT", &cs.tpot_ms, ct.tpot_p95_ms);
-    }
-    if s.goodput.fraction < t.min_goodput {
-        out.push(Miss {
-            slo: "goodput",
-            value: s.goodput.fraction,
-            limit: t.min_goodput,
-            case: case.to_string(),
-            class: None,
+        let calm: Vec<&Summary> = reps.iter().map(|r| &r[0].1).collect();
+        let mean = |f: &dyn Fn(&Summary) -> f64| {
+            Estimate::of(&calm.iter().map(|s| f(s)).collect::<Vec<_>>())
+        };
+        return Ok(Evaluation {
+            count: shape.decode,
+            shape,
+            checks: all,
+            replications: n,
+            runs: reps.iter().map(|r| r.len() as u32).sum(),
+            ttft_p95_ms: mean(&|s| p95(&s.ttft_ms)),
+            tpot_p95_ms: mean(&|s| p95(&s.tpot_ms)),
+            goodput: mean(&|s| s.goodput.fraction),
+            output_tokens_per_s: mean(&|s| s.throughput.output_tokens_per_s),
+            warmup_s: mean(&|s| warmup_s(s)),
+            note: None,
         });
     }
-    for (ct, cs) in t.classes.iter().zip(&s.classes) {
-        if cs.goodput < ct.min_goodput {
-            out.push(Miss {
-                slo: "goodput",
-                value: cs.goodput,
-                limit: ct.min_goodput,
-                case: case.to_string(),
-                class: Some(ct.name.clone()),
-            });
-        }
-    }
-    out
 }
 
 /// US dollars per GPU-hour of `gpu`: the scenario's `[prices]`, else the catalogue's.
@@ -457,6 +751,79 @@ ttft = "1s"
             .unwrap_err()
             .to_string();
         assert!(e.contains("greater than 0"), "{e}");
+    }
+
+    fn check(slo: &str, values: &[f64], limit: f64) -> Check {
+        Check {
+            slo: slo.into(),
+            class: None,
+            case: NO_FAULT.into(),
+            estimate: Estimate::of(values),
+            limit,
+        }
+    }
+
+    #[test]
+    fn a_latency_passes_on_its_upper_bound_and_goodput_on_its_lower() {
+        // Mean 18.9 under a 19 ms target, but the interval reaches past it: not confidently met, and
+        // more replications could decide it.
+        let c = check("p95 TPOT", &[18.5, 19.3, 18.9, 18.7, 19.1], 19.0);
+        assert!(c.estimate.mean < 19.0 && !c.passes() && c.undecided());
+        assert!(c.margin() < 0.0);
+        // Well under: passes with a positive margin, the bound (not the mean) deciding it.
+        let c = check("p95 TPOT", &[15.0, 15.2, 14.9, 15.1, 15.0], 19.0);
+        assert!(c.passes() && !c.undecided());
+        assert!((c.margin() - (19.0 - c.bound()) / 19.0).abs() < 1e-12 && c.bound() > 15.04);
+        // Mean over: fails, and more replications would not change that.
+        let c = check("p95 TTFT", &[620.0, 640.0, 610.0], 600.0);
+        assert!(!c.passes() && !c.undecided());
+        // Goodput: the lower bound must reach the floor.
+        let c = check("goodput", &[0.96, 0.94, 0.97, 0.95, 0.96], 0.95);
+        assert!(!c.passes() && c.undecided(), "{c}");
+        let c = check("goodput", &[0.99, 0.995, 0.99], 0.95);
+        assert!(c.passes(), "{c}");
+        // One replication: judged on its value alone.
+        assert!(check("p95 TTFT", &[599.0], 600.0).passes());
+        assert!(!check("p95 TTFT", &[601.0], 600.0).passes());
+    }
+
+    #[test]
+    fn a_run_without_a_value_fails_its_check() {
+        let s = Scenario::parse(S, "s.toml", &[]).unwrap();
+        let mut sm = crate::engine::Simulation::from_scenario(&s)
+            .unwrap()
+            .run(&mut |_| {})
+            .summary;
+        let t = Target::from_scenario(&s, 0.95).unwrap();
+        let ok = checks(NO_FAULT, &[&sm], &t);
+        assert!(ok.iter().all(Check::passes), "{ok:?}");
+        sm.ttft_ms.count = 0;
+        let bad = checks(NO_FAULT, &[&sm], &t);
+        let ttft = bad.iter().find(|c| c.slo == "p95 TTFT").unwrap();
+        assert!(!ttft.passes() && ttft.estimate.mean.is_infinite());
+        assert!(ttft.to_string().contains("no request completed"), "{ttft}");
+    }
+
+    #[test]
+    fn failure_cases_crash_in_steady_state_and_are_judged_on_a_full_window_after() {
+        let s = Scenario::parse(S, "s.toml", &[]).unwrap();
+        let h = Headroom {
+            workers: 1,
+            domain: None,
+        };
+        let warmup = SimDuration::from_secs(2);
+        let cases = failure_cases(&s, &h, warmup);
+        assert_eq!(cases.len(), CRASH_FRACTIONS.len());
+        for ((label, c), f) in cases.iter().zip(CRASH_FRACTIONS) {
+            let at = c.faults[0].at.expect("a timed crash");
+            // 10 s window, 2 s warm-up: crashes at 2 + 8·f seconds.
+            assert_eq!(at, SimDuration::from_secs_f64(2.0 + 8.0 * f), "{label}");
+            // The run continues a whole steady window (8 s) after the crash.
+            assert_eq!(
+                c.duration,
+                SimDuration(at.0 + 8_000_000_000).max(s.duration)
+            );
+        }
     }
 
     #[test]

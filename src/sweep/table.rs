@@ -302,13 +302,13 @@ mod tests {
                 point: 0,
                 values: vec!["2".into()],
                 replicas: 1,
-                metrics: METRICS.iter().map(|_| (Some(1.5), None)).collect(),
+                metrics: METRICS.iter().map(|_| (Some(1.5), None, None)).collect(),
             },
             Row {
                 point: 1,
                 values: vec!["4".into()],
                 replicas: 1,
-                metrics: METRICS.iter().map(|_| (None, None)).collect(),
+                metrics: METRICS.iter().map(|_| (None, None, None)).collect(),
             },
         ];
         let bytes = to_parquet(&grid, &rows, false).unwrap();

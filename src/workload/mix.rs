@@ -65,6 +65,7 @@ impl ClassSlo {
         Slo {
             ttft: self.ttft,
             tpot: self.tpot,
+            window: None,
         }
     }
 }

@@ -222,6 +222,41 @@ fn at(key: &str, message: impl Into<String>) -> Field {
 }
 
 impl WorkloadSpec {
+    /// Multiplies the offered traffic by `factor` (`fleetsim size --traffic-scale`): the arrival rate
+    /// (`poisson`, `gamma`), the session start rate (`sessions`, also under a rate curve, whose shape is
+    /// kept), the number of clients (`concurrency`, rounded, at least one), the replay speed (`trace`:
+    /// its timeline compressed, think times included), every class of a mix. Lengths and shapes are
+    /// unchanged.
+    pub fn scale_traffic(&mut self, factor: f64) -> Result<(), String> {
+        if !(factor.is_finite() && factor > 0.0) {
+            return Err(format!("a traffic scale must be above 0, got {factor}"));
+        }
+        let scale = |p: &mut Option<Positive>| {
+            if let Some(v) = p {
+                v.0 *= factor;
+            }
+        };
+        match self.kind {
+            WorkloadKind::Poisson | WorkloadKind::Gamma => scale(&mut self.rate),
+            WorkloadKind::Sessions => scale(&mut self.session_rate),
+            WorkloadKind::Concurrency => {
+                if let Some(c) = &mut self.clients {
+                    c.0 = ((f64::from(c.0) * factor).round() as u32).max(1);
+                }
+            }
+            WorkloadKind::Trace => {
+                let s = self.speedup.get_or_insert(Positive(1.0));
+                s.0 *= factor;
+            }
+            WorkloadKind::Mix => {
+                for c in self.classes.iter_mut().flatten() {
+                    c.traffic.scale_traffic(factor)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Which keys are present, by name.
     fn present(&self) -> [(&'static str, bool); 27] {
         [

@@ -7,6 +7,7 @@ pub mod chart;
 mod hit_rate_over_time;
 mod kv_over_time;
 mod recompute_by_cause;
+mod ttft_band;
 mod ttft_by_turn;
 mod ttft_cdf;
 mod ttft_over_time;
@@ -51,6 +52,59 @@ pub struct RunPlots {
     pub recompute: Vec<(String, u64)>,
     /// Per worker: (id, fraction of completed requests served).
     pub worker_share: Vec<(usize, f64)>,
+    /// With replications: the windowed p95 TTFT's mean and 95% band over them.
+    pub band: Option<Band>,
+}
+
+/// Windowed p95 TTFT over replications.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Band {
+    pub replications: u32,
+    pub points: Vec<BandPoint>,
+}
+
+/// One window of a [`Band`]: the mean over the replications with a value there, and the 95%
+/// interval's bounds (the mean itself where fewer than two have a value).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BandPoint {
+    pub mid_s: f64,
+    pub mean: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+impl Band {
+    /// The band of runs' windowed p95 TTFT, window by window.
+    pub fn of(runs: &[&RunOutput]) -> Band {
+        let per_run: Vec<RunPlots> = runs.iter().map(|o| RunPlots::of(o)).collect();
+        let windows = per_run.iter().map(|p| p.windows.len()).max().unwrap_or(0);
+        let points = (0..windows)
+            .filter_map(|i| {
+                let v: Vec<f64> = per_run
+                    .iter()
+                    .map(|p| {
+                        p.windows
+                            .get(i)
+                            .and_then(|w| w.ttft_p95_ms)
+                            .unwrap_or(f64::NAN)
+                    })
+                    .collect();
+                let e = crate::confidence::Estimate::of(&v);
+                let mid_s = per_run.iter().find_map(|p| p.windows.get(i))?.mid_s;
+                let (low, high) = e.bounds();
+                e.mean.is_finite().then_some(BandPoint {
+                    mid_s,
+                    mean: e.mean,
+                    low,
+                    high,
+                })
+            })
+            .collect();
+        Band {
+            replications: runs.len() as u32,
+            points,
+        }
+    }
 }
 
 /// A CDF of `l` in milliseconds, at [`CDF_POINTS`] + 1 evenly spaced quantiles from the exact minimum
@@ -147,6 +201,7 @@ impl RunPlots {
                 .map(|(n, cc)| (n.to_string(), cc.tokens))
                 .collect(),
             worker_share: s.workers.iter().map(|w| (w.id, w.share)).collect(),
+            band: None,
         }
     }
 
@@ -168,10 +223,17 @@ impl RunPlots {
             ("plot-worker-share.svg", worker_share::plot(self)?),
             ("plot-kv-utilisation.svg", kv_over_time::plot(self)?),
         ];
-        Ok(plots
+        let mut files: Vec<(String, Vec<u8>)> = plots
             .into_iter()
             .map(|(n, svg)| (n.to_string(), svg.into_bytes()))
-            .collect())
+            .collect();
+        if let Some(band) = ttft_band::plot(self) {
+            files.insert(
+                2,
+                ("plot-ttft-p95-band.svg".to_string(), band?.into_bytes()),
+            );
+        }
+        Ok(files)
     }
 }
 
