@@ -32,3 +32,4 @@ mod size;
 mod sweep;
 mod tiers;
 mod traces;
+mod warmup;
