@@ -386,6 +386,18 @@ impl Scenario {
                 ));
             }
         }
+        if let crate::metrics::warmup::Warmup::Fixed(w) = self.metrics.warmup
+            && w >= self.duration
+        {
+            return Err((
+                "metrics.warmup".into(),
+                format!(
+                    "a warm-up of {w} leaves nothing of the {} arrival window to measure: it must be \
+                     shorter than `duration` (or \"auto\" to detect it, \"none\" for no warm-up)",
+                    self.duration
+                ),
+            ));
+        }
         if self.max_requests == Some(0) {
             return Err((
                 "max_requests".into(),

@@ -215,7 +215,7 @@ fn comparison_cdf(
     let lines: Vec<_> = contenders
         .iter()
         .zip(outputs)
-        .map(|(c, o)| (c.label.clone(), plots::cdf_points(&o.collector.ttft)))
+        .map(|(c, o)| (c.label.clone(), plots::cdf_points(&o.collector.steady.ttft)))
         .collect();
     Ok(plots::ttft_cdf(scenario, &lines)
         .map_err(anyhow::Error::msg)?

@@ -38,6 +38,9 @@ pub(super) struct Args<'a> {
 /// Every shape judged for one candidate.
 type Tried = BTreeMap<Shape, Evaluation>;
 
+/// Per traffic scale: each candidate's label and answer.
+type Growth = Vec<(f64, Vec<(String, Option<Shape>)>)>;
+
 /// One candidate's answer.
 struct Sized {
     c: Candidate,
@@ -191,7 +194,7 @@ pub(super) fn size(a: Args) -> Result<()> {
         .context("cannot start worker threads")?;
     let mut md = String::new();
     let mut json_scales = Vec::new();
-    let mut growth: Vec<(f64, Vec<(String, Option<Shape>)>)> = Vec::new();
+    let mut growth: Growth = Vec::new();
     for &scale in &a.traffic_scales {
         let mut scaled = base.clone();
         if scale != 1.0 {
@@ -741,7 +744,7 @@ fn scaled(e: &crate::confidence::Estimate, k: f64) -> crate::confidence::Estimat
 }
 
 /// "When must we grow": each candidate's answer at each traffic scale.
-fn growth_table(growth: &[(f64, Vec<(String, Option<Shape>)>)]) -> String {
+fn growth_table(growth: &Growth) -> String {
     let mut o = String::from("# When to grow: workers needed by traffic scale\n\n| candidate |");
     for (s, _) in growth {
         let _ = write!(o, " × {s} |");

@@ -316,7 +316,9 @@ impl Simulation {
                 end.as_secs_f64()
             ));
         }
-        sim.collector.set_metrics(s.metrics.clone(), end);
+        let first_fault = plan.faults.iter().map(|f| f.at).min();
+        sim.collector
+            .set_metrics(s.metrics.clone(), end, first_fault);
         sim.collector.set_classes(
             s.workload
                 .class_list()
@@ -480,6 +482,16 @@ impl Simulation {
     /// against this run (it is some run's no-fault twin); a run with faults keeps them anyway.
     pub fn keep_timelines_from(&mut self, from: SimTime) {
         self.collector.keep_timelines_from(from);
+    }
+
+    /// The end of the span over which this run detects its warm-up (its twin needs the same).
+    pub fn warmup_horizon(&self) -> SimTime {
+        self.collector.warmup.horizon()
+    }
+
+    /// Detects the warm-up before `horizon` at most (a no-fault twin: before its run's first fault).
+    pub fn limit_warmup_horizon(&mut self, horizon: SimTime) {
+        self.collector.limit_warmup_horizon(horizon);
     }
 
     /// From when this run keeps request timelines (its twin needs the same); `None` if it keeps none.
@@ -712,7 +724,7 @@ impl Simulation {
 
     fn on_arrival(&mut self, request: Request) {
         let t = self.prof.start();
-        self.collector.on_arrival();
+        self.collector.on_arrival(request.arrival);
         self.prof.stop(Phase::Metrics, t);
         self.dispatch(Sequence::new(request, self.now, 0));
     }
@@ -1279,6 +1291,7 @@ impl Simulation {
                     .map(|r| r.as_str().to_string()),
             })
             .collect();
+        self.collector.finish_warmup();
         let router = RouterSummary {
             policy: self.router.policy_name().to_string(),
             view: self.router.view_name().map(str::to_string),

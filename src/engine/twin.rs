@@ -5,6 +5,12 @@
 //! same, event for event, up to the first fault, and every difference after it is the faults' doing
 //! (common random numbers). [`run_judged`] runs both at once and replaces the faulted run's recovery
 //! entries (judged against the pre-fault baseline) with entries judged against the twin.
+//!
+//! Warm-up: the recovery analysis reads every request's timeline and stays whole-run. The twin's
+//! headline numbers (`summary.twin`) are steady-state like the faulted run's, its warm-up detected
+//! over the same span (up to the first fault, where the two runs are still one); the two detections
+//! can still differ by a slot, through requests that arrived before the fault and finished after it,
+//! so the twin reports its own `warmup_s`.
 
 use super::{RunOutput, RunProgress, Simulation};
 use crate::metrics::recovery;
@@ -34,12 +40,14 @@ pub fn run_judged(
     prepare(&mut sim)?;
     let twin = with_twin.then(|| twin_of(s)).flatten();
     let from = sim.timelines_from().unwrap_or(crate::time::SimTime::ZERO);
+    let horizon = sim.warmup_horizon();
     let (out, twin) = rayon::join(
         || sim.try_run(progress),
         || {
             twin.map(|t| {
                 let mut sim = Simulation::from_scenario(&t)?;
                 sim.keep_timelines_from(from);
+                sim.limit_warmup_horizon(horizon);
                 sim.try_run(&mut |_| {})
             })
         },

@@ -2,16 +2,19 @@
 //!
 //! Invariants: every finished request is counted in exactly one class (its record's `class`), so the
 //! classes' `requests` add up to the run's arrivals once the run has drained; a class's goodput is its
-//! good requests over its requests, judged against the class's own SLO.
+//! good requests over its requests, judged against the class's own SLO. Counts (`requests`,
+//! `completed`, `failed`, `rejected`) are over the whole run; latencies, goodput and throughput over
+//! the steady state (the requests that arrived after the warm-up, [`super::warmup`]).
 
 use serde::{Deserialize, Serialize};
 
 use super::collector::Latency;
 use super::record::{Outcome, RequestRecord};
+use super::steady::Obs;
 use super::summary::{Dist, round};
 use crate::scenario::Slo;
 
-/// Running totals of one class.
+/// Whole-run counts of one class.
 #[derive(Debug, Clone)]
 pub struct ClassStats {
     pub name: String,
@@ -22,11 +25,6 @@ pub struct ClassStats {
     pub completed: u64,
     pub failed: u64,
     pub rejected: u64,
-    pub good: u64,
-    pub output_tokens: u64,
-    pub ttft: Latency,
-    pub tpot: Latency,
-    pub e2e: Latency,
 }
 
 impl ClassStats {
@@ -40,6 +38,40 @@ impl ClassStats {
             completed: 0,
             failed: 0,
             rejected: 0,
+        }
+    }
+
+    /// Counts a finished request of this class.
+    pub fn on_finished(&mut self, r: &RequestRecord) {
+        self.requests += 1;
+        match r.outcome {
+            Outcome::Failed => self.failed += 1,
+            Outcome::Rejected => self.rejected += 1,
+            Outcome::Completed => self.completed += 1,
+        }
+    }
+}
+
+/// Steady-state totals of one class: its requests that arrived after the warm-up
+/// ([`super::steady`]).
+#[derive(Debug, Clone)]
+pub struct ClassSteady {
+    pub slo: Slo,
+    /// Steady-state requests of the class that finished in any outcome.
+    pub requests: u64,
+    pub good: u64,
+    pub output_tokens: u64,
+    pub ttft: Latency,
+    pub tpot: Latency,
+    pub e2e: Latency,
+}
+
+impl ClassSteady {
+    /// Nothing folded yet; goodput judged against the class's `slo`.
+    pub fn new(slo: Slo) -> Self {
+        ClassSteady {
+            slo,
+            requests: 0,
             good: 0,
             output_tokens: 0,
             ttft: Latency::default(),
@@ -48,31 +80,19 @@ impl ClassStats {
         }
     }
 
-    /// Folds in a finished request of this class.
-    pub fn on_finished(&mut self, r: &RequestRecord) {
+    /// Folds in a finished steady-state request of this class.
+    pub fn fold(&mut self, o: &Obs) {
         self.requests += 1;
-        match r.outcome {
-            Outcome::Failed => self.failed += 1,
-            Outcome::Rejected => self.rejected += 1,
-            Outcome::Completed => {
-                self.completed += 1;
-                self.output_tokens += u64::from(r.output_tokens);
-                let first = r
-                    .first_token
-                    .expect("a completed request has a first token");
-                let ttft = first.since(r.arrival);
-                self.ttft.record(ttft.0);
-                self.e2e.record(r.finished.since(r.arrival).0);
-                let tpot = (r.output_tokens > 1)
-                    .then(|| r.finished.since(first).0 / u64::from(r.output_tokens - 1));
-                if let Some(t) = tpot {
-                    self.tpot.record(t);
-                }
-                let ttft_ok = self.slo.ttft.is_none_or(|s| ttft <= s);
-                let tpot_ok = self.slo.tpot.is_none_or(|s| tpot.is_none_or(|t| t <= s.0));
-                self.good += u64::from(ttft_ok && tpot_ok);
-            }
+        let Some(first) = o.first_token() else {
+            return;
+        };
+        self.output_tokens += u64::from(o.output_tokens);
+        self.ttft.record(first.since(o.arrival).0);
+        self.e2e.record(o.finished.since(o.arrival).0);
+        if let Some(t) = o.tpot() {
+            self.tpot.record(t);
         }
+        self.good += u64::from(o.good(&self.slo));
     }
 }
 
@@ -88,17 +108,20 @@ pub struct ClassSummary {
     pub rejected: u64,
     pub ttft_ms: Dist,
     pub tpot_ms: Dist,
+    /// Latencies of the steady-state requests.
     pub e2e_ms: Dist,
     pub slo_ttft_ms: Option<f64>,
     pub slo_tpot_ms: Option<f64>,
-    /// Completed requests of the class meeting every SLO of the class, over the class's requests.
+    /// Completed requests of the class meeting every SLO of the class, over the class's requests
+    /// (steady state).
     pub goodput: f64,
+    /// Output tokens of the class's steady-state requests over the steady span.
     pub output_tokens_per_s: f64,
 }
 
 impl ClassSummary {
-    /// The summary of class `c` over `simulated_s` seconds.
-    pub fn of(c: &ClassStats, simulated_s: f64) -> Self {
+    /// The summary of class `c`, whose steady-state part `s` spans `steady_s` seconds.
+    pub fn of(c: &ClassStats, s: &ClassSteady, steady_s: f64) -> Self {
         let ratio = |a: f64, b: f64| if b > 0.0 { round(a / b, 6) } else { 0.0 };
         ClassSummary {
             class: c.name.clone(),
@@ -107,13 +130,13 @@ impl ClassSummary {
             completed: c.completed,
             failed: c.failed,
             rejected: c.rejected,
-            ttft_ms: Dist::of(&c.ttft),
-            tpot_ms: Dist::of(&c.tpot),
-            e2e_ms: Dist::of(&c.e2e),
+            ttft_ms: Dist::of(&s.ttft),
+            tpot_ms: Dist::of(&s.tpot),
+            e2e_ms: Dist::of(&s.e2e),
             slo_ttft_ms: c.slo.ttft.map(|d| d.as_millis_f64()),
             slo_tpot_ms: c.slo.tpot.map(|d| d.as_millis_f64()),
-            goodput: ratio(c.good as f64, c.requests as f64),
-            output_tokens_per_s: ratio(c.output_tokens as f64, simulated_s),
+            goodput: ratio(s.good as f64, s.requests as f64),
+            output_tokens_per_s: ratio(s.output_tokens as f64, steady_s),
         }
     }
 }

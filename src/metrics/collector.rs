@@ -1,4 +1,8 @@
 //! Folds finished requests into counters and latency histograms.
+//!
+//! Counts, recompute, sessions, per-worker figures and the time series are over the whole run; the
+//! latencies, goodput, throughput and prefix-cache figures are over the steady state ([`Steady`]: the
+//! requests that arrived after the warm-up, [`super::warmup`]).
 
 use std::collections::BTreeMap;
 
@@ -6,7 +10,9 @@ use hdrhistogram::Histogram;
 
 use super::record::{Outcome, Recompute, RequestRecord};
 use super::recovery::{RunView, Timeline, Timelines};
+use super::steady::{Obs, Steady};
 use super::timeseries::{FaultMark, MetricsSpec, TimeSeries};
+use super::warmup::{WarmupState, WarmupSummary};
 use crate::scenario::Slo;
 use crate::time::SimTime;
 
@@ -111,13 +117,13 @@ impl Breakdown {
             .unwrap_or(0)
     }
 
-    fn on_completed(&mut self, r: &RequestRecord, first_token: SimTime) {
+    pub(super) fn on_completed(&mut self, r: &Obs, first_token: SimTime) {
         let ttft = first_token.since(r.arrival).0;
-        if let Some(s) = r.first_scheduled {
+        if let Some(s) = r.first_scheduled() {
             self.prefill.record(first_token.since(s).0);
         }
         self.decode.record(r.finished.since(first_token).0);
-        if let Some(turn) = r.turn {
+        if let Some(turn) = r.turn() {
             self.ttft_by_turn[(turn as usize).min(TURN_GROUPS - 1)].record(ttft);
         }
         self.ttft_by_prompt[Self::prompt_bucket(r.prompt_tokens)].record(ttft);
@@ -133,7 +139,7 @@ pub struct WorkerTokens {
     pub output: u64,
 }
 
-/// Running totals over every finished request.
+/// Running totals over every finished request, and the steady-state part.
 #[derive(Debug, Clone)]
 pub struct Collector {
     pub slo: Slo,
@@ -146,12 +152,12 @@ pub struct Collector {
     pub rejected_by_reason: BTreeMap<&'static str, u64>,
     /// Failed requests by the reason given.
     pub failed_by_reason: BTreeMap<&'static str, u64>,
-    pub ttft: Latency,
-    pub tpot: Latency,
-    pub e2e: Latency,
-    pub queue: Latency,
-    pub good: u64,
-    /// Prompt tokens of completed requests, and of those served from the prefix cache.
+    /// Latencies, goodput and tokens of the requests that arrived after the warm-up.
+    pub steady: Steady,
+    /// Which requests are steady state, and the warm-up found at the end.
+    pub warmup: WarmupState,
+    /// Prompt tokens of every completed request (whole run), and of those served from the prefix
+    /// cache; see [`Steady`] for the steady-state ones.
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
     pub output_tokens: u64,
@@ -177,11 +183,9 @@ pub struct Collector {
     pub loaded_tokens: u64,
     /// Per-window series, fault marks and the fleet's up count.
     pub series: TimeSeries,
-    /// Where a completed request's time went, and its TTFT by conversation turn and prompt length.
-    pub breakdown: Breakdown,
     /// End of the arrival window (recovery is judged within it).
     pub arrivals_end: SimTime,
-    /// Per traffic class, by class index (empty without a mix).
+    /// Per traffic class, by class index, whole-run counts (empty without a mix).
     pub classes: Vec<super::classes::ClassStats>,
     /// Every request's timeline, for the recovery analysis ([`Collector::keep_timelines`]); `None`
     /// unless asked for (a run with faults, or a twin).
@@ -194,6 +198,8 @@ impl Collector {
     /// An empty collector for a fleet of `workers`.
     pub fn new(slo: Slo, workers: usize) -> Self {
         Collector {
+            steady: Steady::new(slo.clone()),
+            warmup: WarmupState::default(),
             slo,
             arrived: 0,
             completed: 0,
@@ -202,11 +208,6 @@ impl Collector {
             retried: 0,
             rejected_by_reason: BTreeMap::new(),
             failed_by_reason: BTreeMap::new(),
-            ttft: Latency::default(),
-            tpot: Latency::default(),
-            e2e: Latency::default(),
-            queue: Latency::default(),
-            good: 0,
             prompt_tokens: 0,
             cached_tokens: 0,
             output_tokens: 0,
@@ -225,7 +226,6 @@ impl Collector {
             loaded_tokens: 0,
             series: TimeSeries::new(MetricsSpec::default()),
             arrivals_end: SimTime::MAX,
-            breakdown: Breakdown::default(),
             classes: Vec::new(),
             timelines: None,
             timelines_from: SimTime::ZERO,
@@ -258,16 +258,42 @@ impl Collector {
 
     /// Counts requests per traffic class too: `(name, priority, SLO)` by class index.
     pub fn set_classes(&mut self, classes: Vec<(String, i32, Slo)>) {
+        self.steady.classes = classes
+            .iter()
+            .map(|(_, _, slo)| super::classes::ClassSteady::new(slo.clone()))
+            .collect();
         self.classes = classes
             .into_iter()
             .map(|(name, priority, slo)| super::classes::ClassStats::new(name, priority, slo))
             .collect();
     }
 
-    /// Uses `spec` for the time series and recovery, for a run whose arrivals stop at `arrivals_end`.
-    pub fn set_metrics(&mut self, spec: MetricsSpec, arrivals_end: SimTime) {
+    /// Uses `spec` for the time series, recovery and warm-up, for a run whose arrivals stop at
+    /// `arrivals_end` and whose first fault is scheduled at `first_fault`: the warm-up is detected
+    /// before the earlier of the two, so that it never reaches past a fault.
+    pub fn set_metrics(
+        &mut self,
+        spec: MetricsSpec,
+        arrivals_end: SimTime,
+        first_fault: Option<SimTime>,
+    ) {
+        let horizon = first_fault.map_or(arrivals_end, |f| f.min(arrivals_end));
+        self.warmup = WarmupState::new(spec.warmup, horizon);
         self.series = TimeSeries::new(spec);
         self.arrivals_end = arrivals_end;
+    }
+
+    /// Detects the warm-up over `[0, horizon)` at most (before any request arrives): a no-fault twin
+    /// detects over its faulted run's horizon, so that both look at the same span.
+    pub fn limit_warmup_horizon(&mut self, horizon: SimTime) {
+        let h = self.warmup.horizon().min(horizon);
+        self.warmup = WarmupState::new(self.warmup.mode(), h);
+    }
+
+    /// Detects the warm-up (if `auto`) and completes the steady-state metrics; call once the run has
+    /// ended (idempotent).
+    pub fn finish_warmup(&mut self) -> WarmupSummary {
+        self.warmup.finish(&mut self.steady)
     }
 
     /// A fault happened.
@@ -301,9 +327,12 @@ impl Collector {
         self.series.on_workers_up(t, up);
     }
 
-    /// Counts a request arriving at the gateway.
-    pub fn on_arrival(&mut self) {
+    /// Counts a request arriving at the gateway at `at`.
+    pub fn on_arrival(&mut self, at: SimTime) {
         self.arrived += 1;
+        if self.warmup.on_arrival(at) {
+            self.steady.arrived += 1;
+        }
     }
 
     /// Folds in a finished request.
@@ -327,6 +356,9 @@ impl Collector {
         if let Some(c) = self.classes.get_mut(usize::from(r.class)) {
             c.on_finished(r);
         }
+        if let Some(o) = self.warmup.on_finished(Obs::of(r)) {
+            self.steady.fold(&o);
+        }
         if r.session.is_some() {
             self.session_requests += 1;
             self.sessions_started += u64::from(r.turn == Some(0));
@@ -348,24 +380,6 @@ impl Collector {
             }
             Outcome::Completed => {
                 self.completed += 1;
-                let first = r
-                    .first_token
-                    .expect("a completed request has a first token");
-                let ttft = first.since(r.arrival);
-                self.ttft.record(ttft.0);
-                self.e2e.record(r.finished.since(r.arrival).0);
-                if let Some(s) = r.first_scheduled {
-                    self.queue.record(s.since(r.arrival).0);
-                }
-                self.breakdown.on_completed(r, first);
-                let tpot = (r.output_tokens > 1)
-                    .then(|| r.finished.since(first).0 / u64::from(r.output_tokens - 1));
-                if let Some(t) = tpot {
-                    self.tpot.record(t);
-                }
-                let ttft_ok = self.slo.ttft.is_none_or(|s| ttft <= s);
-                let tpot_ok = self.slo.tpot.is_none_or(|s| tpot.is_none_or(|t| t <= s.0));
-                self.good += u64::from(ttft_ok && tpot_ok);
                 self.prompt_tokens += u64::from(r.prompt_tokens);
                 self.cached_tokens += u64::from(r.cached_tokens);
                 self.loaded_tokens += u64::from(r.loaded_tokens);
@@ -379,11 +393,6 @@ impl Collector {
                 }
             }
         }
-    }
-
-    /// Where steady state begins (requests arriving before are warm-up).
-    pub fn steady_from(&self) -> SimTime {
-        SimTime::ZERO
     }
 
     /// Requests that have finished in any outcome.

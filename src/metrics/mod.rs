@@ -1,7 +1,8 @@
 //! What is measured: raw per-request records in, one summary out.
 //!
 //! The [`Collector`] folds each finished request into counters and latency histograms (bounded memory:
-//! it does not keep the requests), and the [`summary`] is derived once at the end.
+//! it does not keep the requests, except compact observations of those that arrived early enough to be
+//! warm-up, until the warm-up is detected: [`warmup`]), and the [`summary`] is derived once at the end.
 
 pub mod bench;
 pub mod classes;
@@ -11,8 +12,10 @@ pub mod intervals;
 pub mod record;
 pub mod recovery;
 pub mod requests;
+pub mod steady;
 pub mod summary;
 pub mod timeseries;
+pub mod warmup;
 
 pub use collector::Collector;
 pub use summary::Summary;

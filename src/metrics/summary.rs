@@ -10,6 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::collector::{Breakdown, Collector, Latency, PROMPT_BUCKETS, TURN_GROUPS};
 use super::record::RecomputeCause;
 use super::recovery::{self, Recovery};
+use super::steady::Steady;
 use crate::routing::router::ViewAccuracy;
 
 /// Keys of `summary.json`. Add keys freely; never rename one.
@@ -80,6 +81,12 @@ pub struct Summary {
     /// With `[slo] window`: the worst p95 TTFT and TPOT over the steady state's windows of that width.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo_window: Option<super::timeseries::WorstWindows>,
+    /// Where steady state starts: `ttft_ms`, `tpot_ms`, `e2e_ms`, `queue_ms`, `throughput`,
+    /// `goodput`, `prefix_cache`, `phases_ms`, the TTFT breakdowns and the classes' latencies count
+    /// only the requests that arrived at or after `warmup_s`; absent only in summaries written before
+    /// it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<super::warmup::WarmupSummary>,
 }
 
 /// A scenario's `[meta]` notes as the outputs show them.
@@ -122,6 +129,10 @@ pub struct TwinSummary {
     pub prefix_hit_rate: f64,
     pub recompute_tokens: u64,
     pub sessions_reset: u64,
+    /// The twin's own steady-state start (its latencies and goodput above count the requests after
+    /// it); detected over the same horizon as the faulted run's, which ends at the first fault.
+    #[serde(default)]
+    pub warmup_s: f64,
 }
 
 impl TwinSummary {
@@ -136,6 +147,7 @@ impl TwinSummary {
             prefix_hit_rate: s.prefix_cache.hit_rate,
             recompute_tokens: s.recompute.tokens,
             sessions_reset: s.sessions.reset,
+            warmup_s: s.warmup.as_ref().map_or(0.0, |w| w.warmup_s),
         }
     }
 }
@@ -407,6 +419,8 @@ impl Dist {
     }
 }
 
+/// Completed steady-state requests and their tokens over the steady span (warm-up end to the end of
+/// the run).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Throughput {
     pub requests_per_s: f64,
@@ -418,9 +432,10 @@ pub struct Throughput {
 pub struct Goodput {
     pub slo_ttft_ms: Option<f64>,
     pub slo_tpot_ms: Option<f64>,
-    /// Completed requests meeting every SLO that is set, over all requests that arrived.
+    /// Completed requests meeting every SLO that is set, over all requests that arrived (steady
+    /// state: both counted from the warm-up end).
     pub fraction: f64,
-    /// Good requests per second of simulated time.
+    /// Good requests per second of the steady span (warm-up end to the end of the run).
     pub requests_per_s: f64,
 }
 
@@ -565,7 +580,7 @@ fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { round(a / b, 6) } else { 0.0 }
 }
 
-fn phases(c: &Collector) -> Vec<Phase> {
+fn phases(c: &Steady) -> Vec<Phase> {
     let e2e = c.e2e.mean();
     let b = &c.breakdown;
     [
@@ -617,7 +632,7 @@ fn prompt_groups(b: &Breakdown) -> Vec<Group> {
 }
 
 impl Summary {
-    /// Derives the summary from a finished run.
+    /// Derives the summary from a finished run whose warm-up is done ([`Collector::finish_warmup`]).
     pub fn build(
         scenario: &str,
         seed: u64,
@@ -627,6 +642,13 @@ impl Summary {
         simulated_s: f64,
         events: u64,
     ) -> Self {
+        let warmup = c
+            .warmup
+            .result()
+            .expect("Collector::finish_warmup runs before Summary::build")
+            .clone();
+        let st = &c.steady;
+        let steady_s = super::steady::span_s(simulated_s, warmup.warmup_s);
         let cost = |cause: RecomputeCause| CauseCost {
             tokens: c.recompute.tokens[cause.index()],
             gpu_seconds: round(c.recompute.gpu_seconds[cause.index()], 6),
@@ -646,26 +668,26 @@ impl Summary {
                 rejected_by_reason: by_reason(&c.rejected_by_reason),
                 failed_by_reason: by_reason(&c.failed_by_reason),
             },
-            ttft_ms: Dist::of(&c.ttft),
-            tpot_ms: Dist::of(&c.tpot),
-            e2e_ms: Dist::of(&c.e2e),
-            queue_ms: Dist::of(&c.queue),
+            ttft_ms: Dist::of(&st.ttft),
+            tpot_ms: Dist::of(&st.tpot),
+            e2e_ms: Dist::of(&st.e2e),
+            queue_ms: Dist::of(&st.queue),
             throughput: Throughput {
-                requests_per_s: ratio(c.completed as f64, simulated_s),
-                input_tokens_per_s: ratio(c.prompt_tokens as f64, simulated_s),
-                output_tokens_per_s: ratio(c.output_tokens as f64, simulated_s),
+                requests_per_s: ratio(st.completed as f64, steady_s),
+                input_tokens_per_s: ratio(st.prompt_tokens as f64, steady_s),
+                output_tokens_per_s: ratio(st.output_tokens as f64, steady_s),
             },
             goodput: Goodput {
                 slo_ttft_ms: c.slo.ttft.map(|d| d.as_millis_f64()),
                 slo_tpot_ms: c.slo.tpot.map(|d| d.as_millis_f64()),
-                fraction: ratio(c.good as f64, c.arrived as f64),
-                requests_per_s: ratio(c.good as f64, simulated_s),
+                fraction: ratio(st.good as f64, st.arrived as f64),
+                requests_per_s: ratio(st.good as f64, steady_s),
             },
             prefix_cache: PrefixCache {
-                prompt_tokens: c.prompt_tokens,
-                cached_tokens: c.cached_tokens,
-                hit_rate: ratio(c.cached_tokens as f64, c.prompt_tokens as f64),
-                loaded_tokens: c.loaded_tokens,
+                prompt_tokens: st.prompt_tokens,
+                cached_tokens: st.cached_tokens,
+                hit_rate: ratio(st.cached_tokens as f64, st.prompt_tokens as f64),
+                loaded_tokens: st.loaded_tokens,
             },
             recompute: RecomputeSummary {
                 tokens: c.recompute.total_tokens(),
@@ -696,15 +718,16 @@ impl Summary {
                 events,
                 stopped: None,
             },
-            phases_ms: phases(c),
-            ttft_by_turn_ms: turn_groups(&c.breakdown),
-            ttft_by_prompt_ms: prompt_groups(&c.breakdown),
+            phases_ms: phases(st),
+            ttft_by_turn_ms: turn_groups(&st.breakdown),
+            ttft_by_prompt_ms: prompt_groups(&st.breakdown),
             benchmark: None,
             tiers: None,
             classes: c
                 .classes
                 .iter()
-                .map(|k| super::classes::ClassSummary::of(k, simulated_s))
+                .zip(&st.classes)
+                .map(|(k, s)| super::classes::ClassSummary::of(k, s, steady_s))
                 .collect(),
             energy: None,
             disaggregation: None,
@@ -713,10 +736,11 @@ impl Summary {
             twin: None,
             meta: None,
             replications: None,
-            slo_window: c
-                .slo
-                .window
-                .and_then(|w| c.series.worst_windows(w, c.steady_from(), c.arrivals_end)),
+            slo_window: c.slo.window.and_then(|w| {
+                let from = crate::time::SimTime((warmup.warmup_s * 1e9).round() as u64);
+                c.series.worst_windows(w, from, c.arrivals_end)
+            }),
+            warmup: Some(warmup),
         }
     }
 
@@ -761,6 +785,9 @@ impl Summary {
                 "## Replication 1 (seed {})\n\nThe tables below are the first replication's; the others' are in `replications/`.\n",
                 self.seed
             );
+        }
+        if let Some(w) = &self.warmup {
+            let _ = writeln!(o, "Warm-up: {}.\n", w.line());
         }
         for (what, reasons) in [
             ("Rejected", &r.rejected_by_reason),

@@ -52,11 +52,15 @@ fn a_request_exactly_at_both_slos_is_good_and_one_past_either_is_not() {
     // Well inside both (TTFT 50 ms, TPOT 20 / 4 = 5 ms): good.
     c.on_finished(&completed(4, 4000, 4050, 4070, 5));
     // Good: requests 0, 3 and 4.
-    assert_eq!((c.completed, c.good), (5, 3));
-    assert_eq!(c.tpot.count(), 4, "the one-token request has no TPOT");
-    assert_eq!(c.ttft.max(), 101_000_000);
+    assert_eq!((c.completed, c.steady.good), (5, 3));
+    assert_eq!(
+        c.steady.tpot.count(),
+        4,
+        "the one-token request has no TPOT"
+    );
+    assert_eq!(c.steady.ttft.max(), 101_000_000);
     // (100 + 101 + 50 + 90 + 50) / 5 = 78.2 ms.
-    assert_eq!(c.ttft.mean(), 78_200_000.0);
+    assert_eq!(c.steady.ttft.mean(), 78_200_000.0);
 }
 
 #[test]
@@ -86,7 +90,7 @@ fn counters_count_outcomes_retries_sessions_workers_and_tokens() {
     r.worker = None;
     r.prefill_tokens = 0;
     for rec in [&a, &b, &r] {
-        c.on_arrival();
+        c.on_arrival(rec.arrival);
         c.on_finished(rec);
     }
     assert_eq!((c.arrived, c.completed, c.rejected, c.failed), (3, 2, 1, 0));
@@ -106,6 +110,9 @@ fn counters_count_outcomes_retries_sessions_workers_and_tokens() {
     assert_eq!(c.recompute.total_tokens(), 10);
     assert_eq!(c.recompute.total_gpu_seconds(), 1.875);
     // Queueing: a scheduled at its arrival (0), b 20 ms after it.
-    assert_eq!((c.queue.count(), c.queue.max()), (2, 20_000_000));
+    assert_eq!(
+        (c.steady.queue.count(), c.steady.queue.max()),
+        (2, 20_000_000)
+    );
     assert_eq!(c.last_finish, ms(200));
 }

@@ -11,7 +11,7 @@ use super::record::{Outcome, RecomputeCause, RequestRecord};
 use crate::config::Fraction;
 use crate::time::{SimDuration, SimTime};
 
-/// `[metrics]`: the time-series window and how recovery is judged.
+/// `[metrics]`: the time-series window, how recovery is judged, and the warm-up.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsSpec {
@@ -27,6 +27,10 @@ pub struct MetricsSpec {
     /// Recovery: windowed p95 TTFT within `(1 + tolerance) ×` baseline counts as recovered.
     #[serde(default = "defaults::recovery_tolerance")]
     pub recovery_tolerance: Fraction,
+    /// `"auto"` (MSER-5), a duration, or `"none"`: requests arriving before the warm-up end are left
+    /// out of latency, throughput and goodput ([`super::warmup`]).
+    #[serde(default)]
+    pub warmup: super::warmup::Warmup,
 }
 
 impl Default for MetricsSpec {
@@ -343,13 +347,13 @@ impl TimeSeries {
             o.windows += 1;
             let at = self.start(i).as_secs_f64();
             if let Some(v) = ms(&ttft)
-                && !(v <= o.worst_ttft_p95_ms)
+                && (o.worst_ttft_p95_ms.is_nan() || v > o.worst_ttft_p95_ms)
             {
                 o.worst_ttft_p95_ms = v;
                 o.worst_ttft_at_s = at;
             }
             if let Some(v) = ms(&tpot)
-                && !(v <= o.worst_tpot_p95_ms)
+                && (o.worst_tpot_p95_ms.is_nan() || v > o.worst_tpot_p95_ms)
             {
                 o.worst_tpot_p95_ms = v;
                 o.worst_tpot_at_s = at;

@@ -172,9 +172,14 @@ pub fn read(dir: &Path) -> Result<SavedRun, FolderError> {
         )));
     }
 
-    // The same folding as the run's collector and time series: TTFT by arrival window, and the
+    // The same folding as the run's collector and time series: the steady-state TTFT distribution
+    // (requests arriving from the warm-up's end on), TTFT by arrival window over the whole run, and the
     // prompt and cached tokens of completed requests.
     let width_ns = spec.window.0.max(1);
+    let steady_from = summary
+        .warmup
+        .as_ref()
+        .map_or(0, |w| (w.warmup_s * 1e9).round() as u64);
     let mut ttft = Latency::default();
     let mut windows: Vec<(LogHist, u64, u64)> = Vec::new();
     let tokens = rows.prompt_tokens.iter().zip(&rows.cached_tokens);
@@ -199,7 +204,9 @@ pub fn read(dir: &Path) -> Result<SavedRun, FolderError> {
                 ),
             ));
         };
-        ttft.record(t);
+        if arrival >= steady_from {
+            ttft.record(t);
+        }
         let w = (arrival / width_ns) as usize;
         if windows.len() <= w {
             windows.resize_with(w + 1, Default::default);

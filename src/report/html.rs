@@ -213,6 +213,9 @@ pub fn run_page(s: &Summary, plots: &[(String, Vec<u8>)]) -> String {
     }
     o.push_str("<h2>Headline</h2>\n");
     table(&mut o, &HEADLINE, &[headline(s)]);
+    if let Some(w) = &s.warmup {
+        let _ = writeln!(o, "<p class=\"warmup\">Warm-up: {}.</p>", escape(&w.line()));
+    }
 
     o.push_str("<h2>Where the time goes (completed requests)</h2>\n");
     let rows: Vec<Vec<String>> = s

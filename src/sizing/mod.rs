@@ -447,13 +447,13 @@ pub fn failure_cases(
 }
 
 /// Where steady state began in a run, s.
-fn warmup_s(_s: &Summary) -> f64 {
-    0.0 // MERGE: s.warmup
+fn warmup_s(s: &Summary) -> f64 {
+    s.warmup.as_ref().map_or(0.0, |w| w.warmup_s)
 }
 
-/// Judges `s` only on the requests arriving from `at` on.
-fn judge_from(_s: &mut Scenario, _at: SimDuration) {
-    // MERGE: fixed warm-up
+/// Judges `s` only on the requests arriving from `at` on (a fixed warm-up ending at `at`).
+fn judge_from(s: &mut Scenario, at: SimDuration) {
+    s.metrics.warmup = crate::metrics::warmup::Warmup::Fixed(at);
 }
 
 /// `25% of steady state`: a case label that is the same for every replication (whose crash times

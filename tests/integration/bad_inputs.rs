@@ -62,6 +62,9 @@ path = "x.jsonl"
 #[rustfmt::skip]
 /// Scenario files made from GOOD by one replacement: (file name, from, to, expectation).
 const SCENARIO_EDITS: &[(&str, &str, &str, Expect)] = &[
+    ("warmup-typo", "[slo]", "[metrics]\nwarmup = \"atuo\"\n\n[slo]", Fail(&["warmup-typo.toml:23:", "warmup", "\"auto\", \"none\" or a duration", "atuo"])),
+    ("warmup-too-long", "[slo]", "[metrics]\nwarmup = \"10s\"\n\n[slo]", Fail(&["warmup-too-long.toml:23:", "metrics.warmup", "shorter than `duration`"])),
+    ("warmup-fixed", "[slo]", "[metrics]\nwarmup = \"2s\"\n\n[slo]", Ok(&["steady state from 2.0 s (fixed warm-up"])),
     ("count0", "count = 2", "count = 0", Fail(&["count0.toml:7:", "count", "at least 1"])),
     ("count-neg", "count = 2", "count = -1", Fail(&["count", "at least 1"])),
     ("count-frac", "count = 2", "count = 4.5", Fail(&["count", "expected a whole number", "4.5"])),

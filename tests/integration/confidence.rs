@@ -121,7 +121,7 @@ fn mm1_like_intervals_cover_the_pollaczek_khinchine_wait() {
     let s = scenario(SINGLE_WORKER, &o);
     // The service-time model is the engine's: its measured mean service matches E[S].
     let (summary, c) = crate::common::run(&s);
-    let measured = (c.e2e.mean() - c.queue.mean()) / 1e9;
+    let measured = (c.steady.e2e.mean() - c.steady.queue.mean()) / 1e9;
     assert!(
         (measured / es - 1.0).abs() < 0.03,
         "service {measured} s vs E[S] {es} s ({} requests)",

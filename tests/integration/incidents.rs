@@ -398,7 +398,10 @@ fn a_crash_counts_its_victims_against_the_same_requests_in_the_twin() {
     // Worker 0 crashes at 60 s: the requests on it then are its victims, served again from scratch
     // elsewhere. The same requests in the twin (identical up to the fault) finish sooner.
     let fault = "faults=[{kind=\"crash\",worker=0,at=\"60s\",restart_after=\"30s\"}]";
-    let out = judged(CHAT, &[fault]);
+    // Whole-run headlines on both sides (the twin's warm-up is detected before the fault, the plain
+    // run's over its whole window).
+    let whole = "metrics.warmup=\"none\"";
+    let out = judged(CHAT, &[fault, whole]);
     let r = &out.recovery[0];
     assert!(r.victims > 0 && r.victims <= r.in_flight, "{r:?}");
     assert!(
@@ -408,7 +411,7 @@ fn a_crash_counts_its_victims_against_the_same_requests_in_the_twin() {
     assert!(r.excess_retried.unwrap() >= r.victims as i64, "{r:?}");
     assert!(r.excess_recompute_tokens.unwrap() > 0, "{r:?}");
     // The twin's headline is the same scenario without the fault.
-    let twin = run(&scenario(CHAT, &[])).0;
+    let twin = run(&scenario(CHAT, &[whole])).0;
     assert_eq!(out.twin.as_ref().unwrap().ttft_p95_ms, twin.ttft_ms.p95);
     // The worst window is the fault's own or later, and includes the victims.
     assert!(r.worst_window_start_s.unwrap() >= 60.0);

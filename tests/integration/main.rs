@@ -34,3 +34,4 @@ mod size_confident;
 mod sweep;
 mod tiers;
 mod traces;
+mod warmup;

@@ -37,12 +37,12 @@ fn check(rho: f64, requests: u64) {
         summary.requests.completed
     );
     // Every request takes exactly D in service.
-    let e2e_minus_wait = c.e2e.mean() - c.queue.mean();
+    let e2e_minus_wait = c.steady.e2e.mean() - c.steady.queue.mean();
     assert!(
         (e2e_minus_wait / 1e9 - d).abs() < 1e-6 * d + 1e-9,
         "service {e2e_minus_wait} ns vs D {d} s"
     );
-    let measured = c.queue.mean() / 1e9;
+    let measured = c.steady.queue.mean() / 1e9;
     let theory = md1_wait(rho, d);
     let err = (measured / theory - 1.0).abs();
     println!(

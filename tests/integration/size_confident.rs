@@ -70,18 +70,24 @@ fn the_tpot_bound_answer_does_not_depend_on_the_base_seed() {
         assert_eq!(c["binding"]["passes"], true, "{c:#}");
         assert!(c["binding"]["margin"].as_f64().unwrap() >= 0.0, "{c:#}");
         assert!(c["one_fewer_fails"].is_string(), "{c:#}");
-        assert_eq!(c["replications"].as_u64().unwrap() >= 5, true);
+        assert!(c["replications"].as_u64().unwrap() >= 5, "{c:#}");
     }
     assert!(answers.iter().all(|&a| a == answers[0]), "{answers:?}");
 }
 
 #[test]
 fn a_burst_is_judged_in_its_own_window() {
-    // 60 req/s with 120 req/s for 5 s a minute in, over 4 minutes: one-turn sessions shaped by a rate
+    // 60 req/s with 120 req/s for 5 s at 150 s, over 4 minutes: one-turn sessions shaped by a rate
     // curve (normalised to a time-weighted mean of 1, the last row weighted over the span before it, so
-    // the session rate is 60 × its mean, 420/415). The burst is 2.5% of the requests.
+    // the session rate is 60 × its mean, 330/325). The burst is 2.5% of the requests, and in the second
+    // half of the window, where no warm-up is ever detected (a burst early in a run can be taken for
+    // warm-up by MSER: fix `[metrics] warmup` for such a scenario).
     let t = TempDir::new("size-burst");
-    std::fs::write(t.path("burst.csv"), "time_s,rate\n0,1\n60,2\n65,1\n240,1\n").unwrap();
+    std::fs::write(
+        t.path("burst.csv"),
+        "time_s,rate\n0,1\n150,2\n155,1\n240,1\n",
+    )
+    .unwrap();
     let text = |window: &str| {
         format!(
             r#"
@@ -107,10 +113,10 @@ rate_curve = {{ path = "burst.csv" }}
 window = "5s"
 
 [slo]
-ttft = "300ms"
+ttft = "200ms"
 {window}
 "#,
-            rate = 60.0 * 420.0 / 415.0
+            rate = 60.0 * 330.0 / 325.0
         )
     };
     // Goodput kept out of it (a floor of 50%): the p95 TTFT alone decides, whole-run or windowed.

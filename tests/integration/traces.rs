@@ -350,6 +350,10 @@ gpu = "h100"
 model = "llama-3.1-8b"
 kv_blocks = 6000000
 
+# The bound is over every request: the cold start counts.
+[metrics]
+warmup = "none"
+
 [workload]
 kind = "trace"
 path = "{}"

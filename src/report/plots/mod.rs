@@ -171,7 +171,7 @@ impl RunPlots {
             .iter()
             .map(|f| (f.at.as_secs_f64(), f.label.clone()))
             .collect();
-        Self::from_parts(&out.summary, &out.collector.ttft, windows, faults)
+        Self::from_parts(&out.summary, &out.collector.steady.ttft, windows, faults)
     }
 
     /// The plotted numbers from a run's summary, its TTFT distribution, its windows and its faults
