@@ -307,16 +307,7 @@ impl Paired {
             self.level * 100.0
         );
         if let Some(p) = &self.precision {
-            let _ = writeln!(
-                o,
-                "Precision target: {} within ±{:.1}% for every policy — {} (±{:.1}% at worst after {} replications, cap {}).\n",
-                p.metric,
-                p.target * 100.0,
-                if p.met { "met" } else { "NOT met" },
-                p.achieved * 100.0,
-                self.n,
-                p.max_replications
-            );
+            let _ = writeln!(o, "{}\n", p.line(self.n, " for the least precise policy"));
         }
         let _ = write!(o, "| metric |");
         for l in labels {

@@ -26,6 +26,20 @@ pub struct PrecisionOutcome {
     pub max_replications: u32,
 }
 
+impl PrecisionOutcome {
+    /// `Precision target: ttft_p95_ms within ±5.0%{scope} — met (±3.1% after 8 replications, cap 30).`
+    pub fn line(&self, n: u32, scope: &str) -> String {
+        format!(
+            "Precision target: {} within ±{:.1}%{scope} — {} (±{:.1}% after {n} replications, cap {}).",
+            self.metric,
+            self.target * 100.0,
+            if self.met { "met" } else { "NOT met" },
+            self.achieved * 100.0,
+            self.max_replications
+        )
+    }
+}
+
 /// What replications add to `summary.json` (`replications`): every headline metric's mean and interval.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Intervals {
@@ -90,16 +104,7 @@ impl Intervals {
             self.level * 100.0
         );
         if let Some(p) = &self.precision {
-            let _ = writeln!(
-                o,
-                "Precision target: {} within ±{:.1}% — {} (±{:.1}% after {} replications, cap {}).\n",
-                p.metric,
-                p.target * 100.0,
-                if p.met { "met" } else { "NOT met" },
-                p.achieved * 100.0,
-                self.n,
-                p.max_replications
-            );
+            let _ = writeln!(o, "{}\n", p.line(self.n, ""));
         }
         o.push_str("| metric | mean ± half-width | n |\n|---|---:|---:|\n");
         for (k, _) in super::headline::METRICS {
