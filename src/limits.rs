@@ -302,18 +302,23 @@ impl Footprint {
     }
 }
 
+/// `1234567` as `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// `n` as a readable count: `1,234`, or `1.2e30` when large.
 fn count(n: f64) -> String {
     if n < 1e12 {
-        let s = format!("{:.0}", n);
-        let mut out = String::new();
-        for (i, c) in s.chars().enumerate() {
-            if i > 0 && (s.len() - i).is_multiple_of(3) {
-                out.push(',');
-            }
-            out.push(c);
-        }
-        out
+        thousands(n.round() as u64)
     } else {
         format!("{n:.1e}")
     }

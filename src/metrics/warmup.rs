@@ -52,6 +52,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::steady::{Obs, Steady};
+use crate::limits::thousands;
 use crate::time::{SimDuration, SimTime};
 
 /// `[metrics] warmup`: how the start of steady state is chosen.
@@ -369,18 +370,6 @@ impl WarmupSummary {
     }
 }
 
-/// `1234567` as `1,234,567`.
-fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
 
 /// The collector's warm-up state: what is folded into [`Steady`] at once, what waits for the
 /// detection, and the result once the run has ended.
