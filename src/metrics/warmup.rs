@@ -370,7 +370,6 @@ impl WarmupSummary {
     }
 }
 
-
 /// The collector's warm-up state: what is folded into [`Steady`] at once, what waits for the
 /// detection, and the result once the run has ended.
 #[derive(Clone, Debug)]
