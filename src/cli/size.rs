@@ -211,7 +211,7 @@ pub(super) fn size(a: Args) -> Result<()> {
             } else {
                 String::new()
             },
-            headroom_text(&a.headroom),
+            headroom_text(&a.headroom, &scaled),
             slo_text(&target),
             a.judging.replications,
             a.judging.max_replications.max(a.judging.replications),
@@ -223,7 +223,9 @@ pub(super) fn size(a: Args) -> Result<()> {
         } else {
             format!("{} — fleet sizing", base.name)
         };
-        md.push_str(&report(&title, &target, &a, &results, &reasons, &unfit));
+        md.push_str(&report(
+            &title, &target, &a, &scaled, &results, &reasons, &unfit,
+        ));
         md.push('\n');
         growth.push((
             scale,
@@ -553,7 +555,7 @@ fn why_it_loses(
     })
 }
 
-fn headroom_text(h: &Headroom) -> String {
+fn headroom_text(h: &Headroom, s: &Scenario) -> String {
     if h.is_none() {
         return "none".into();
     }
@@ -570,8 +572,11 @@ fn headroom_text(h: &Headroom) -> String {
         ));
     }
     format!(
-        "{}, at 25%, 50% and 75% of each replication's steady state, each judged on the requests from the crash on over a full steady window (the worst case counts)",
-        parts.join("; or ")
+        "{}, at 25%, 50% and 75% of each replication's steady state, each judged on a full steady window of the requests arriving once the gateway must have marked the loss down ({} s after the crash: {} failed health checks {} s apart; the requests it sent to dead workers before that are the incident's, see `fleetsim run`) (the worst case counts)",
+        parts.join("; or "),
+        crate::sizing::detection_bound(s).as_secs_f64(),
+        s.gateway.health_check_failures.0,
+        s.gateway.health_check_interval.as_secs_f64()
     )
 }
 
@@ -623,6 +628,7 @@ fn report(
     title: &str,
     target: &Target,
     a: &Args,
+    scenario: &Scenario,
     results: &[Sized],
     reasons: &[String],
     unfit: &[(Candidate, String)],
@@ -633,7 +639,7 @@ fn report(
         o,
         "SLO: {}; headroom: {}.\n",
         slo_text(target),
-        headroom_text(&a.headroom)
+        headroom_text(&a.headroom, scenario)
     );
     let _ = writeln!(
         o,

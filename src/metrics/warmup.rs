@@ -8,19 +8,28 @@
 //! - `"<duration>"` (`"90s"`, `"2m"`): requests *arriving* at or after that time count;
 //! - `"auto"` (the default): the warm-up end is detected per run by MSER-5.
 //!
-//! **MSER-5** (White 1997, "An effective truncation heuristic for bias reduction in simulation
+//! **MSER-5, then where the level is first reached.** MSER-5 (White 1997, "An effective truncation heuristic for bias reduction in simulation
 //! output", *Simulation* 69(6); recommended by Hoad, Robinson & Davies 2010, "Automating warm-up
 //! length estimation", *JORS* 61(9)): the observations are averaged in batches of 5, and the
 //! truncation point `d` (in batches) minimises `MSER(d) = Σ_{i>d} (Y_i − Ȳ_d)² / (k − d)²`, where
 //! `Y_1..Y_k` are the batch means and `Ȳ_d` the mean of those after `d`; `d` is searched in the first
 //! half of the batches only (a truncation beyond it means the run is too short to have a steady state).
+//! MSER's `d` says there is a transient (with the guard below); the warm-up then ends at the first
+//! batch before `d` that reaches the steady level (the mean of the second half of the batches, within
+//! one standard deviation of the kept batch means), approached from the side the transient starts on
+//! ([`reaches_steady_level`]). MSER alone over-truncates series that wander slowly once steady: on
+//! closed-loop conversations of 20 turns (the integration test `warmup`), it cut 10 seeds' runs at 1.0
+//! to 3.2 times the time their windowed number in the system first reached its steady mean, within
+//! 20% in 4 of them; ending at the level reached, 0.9 to 1.3 times, within 20% in 9.
 //!
 //! **Observations** ([`Probe`]): the detection horizon (the end of the arrival window, or the first
 //! scheduled fault if earlier: a crash is never warm-up, so the warm-up never reaches past it) is cut
 //! into [`SLOTS`] slots of equal width (at least [`MIN_SLOT`]), independent of `[metrics] window`.
 //! Per slot, by arrival: the arrivals counted when they arrive, the mean TTFT of the completed requests
-//! that arrived in it, and the time-average number of requests waiting for their first step during
-//! it. Only the slots up to the last arrival are read (a run whose arrivals stop early, at a request
+//! that arrived in it, and the time-average number of requests in the system (arrived, not yet
+//! finished: waiting or running) during it, the queue length `L` of Little's law. (The number waiting
+//! for a first step alone stays near zero under a batching engine until its KV cache is full, so it
+//! misses the build-up of running requests that a ramp of users makes.) Only the slots up to the last arrival are read (a run whose arrivals stop early, at a request
 //! cap, is judged on its load, not on the empty slots after it). A slot where no request that arrived completed takes the previous slot's mean TTFT (the first
 //! slots with none take the first observed mean): skipping them would make the grid uneven, and a
 //! batch of 5 slots would then no longer span a fixed time. MSER-5 runs on each of the three series
@@ -182,7 +191,42 @@ pub fn truncation(series: &[f64]) -> usize {
         return 0;
     }
     let d = mser(&y);
-    if significant(&y, d) { d * BATCH } else { 0 }
+    if significant(&y, d) {
+        reaches_steady_level(&y, d) * BATCH
+    } else {
+        0
+    }
+}
+
+/// Where the batch means `y`, truncated by MSER at `d` (a significant transient), first reach their
+/// steady level: the first batch before `d` within one standard deviation of the kept batch means of
+/// the mean of the second half (the part MSER never truncates), approached from the side the
+/// transient starts on; `d` if none does.
+///
+/// MSER alone over-truncates a series that wanders slowly after its transient (closed-loop
+/// conversations: the number of live ones is an M/G/∞ count, correlated over a conversation's
+/// length), because a later stretch a little above or below the rest looks like more transient. The
+/// warm-up the detection is asked for is the transient's, so it ends where the series first reaches
+/// its steady level; MSER's guard still decides whether there is a transient at all.
+pub fn reaches_steady_level(y: &[f64], d: usize) -> usize {
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let kept = &y[d..];
+    let kept_mean = mean(kept);
+    let sd = (kept.iter().map(|v| (v - kept_mean).powi(2)).sum::<f64>()
+        / (kept.len().max(2) - 1) as f64)
+        .sqrt();
+    let level = mean(&y[y.len() / 2..]);
+    let rising = mean(&y[..d]) < level;
+    y[..d]
+        .iter()
+        .position(|&v| {
+            if rising {
+                v >= level - sd
+            } else {
+                v <= level + sd
+            }
+        })
+        .unwrap_or(d)
 }
 
 /// One probe slot's sums.
@@ -191,7 +235,7 @@ struct Slot {
     arrivals: u64,
     ttft_ns: u128,
     ttft_n: u64,
-    queued_ns: u128,
+    in_system_ns: u128,
 }
 
 /// The fine grid of observations that MSER-5 reads: [`SLOTS`] slots over `[0, horizon)`.
@@ -253,7 +297,7 @@ impl Probe {
         }
     }
 
-    /// A request finished: its TTFT by its arrival slot, its wait for a first step over the slots it
+    /// A request finished: its TTFT by its arrival slot, its time in the system over the slots it
     /// spans (up to the horizon).
     pub fn on_finished(&mut self, o: &Obs) {
         if let Some(first) = o.first_token()
@@ -262,7 +306,7 @@ impl Probe {
             s.ttft_ns += u128::from(first.since(o.arrival).0);
             s.ttft_n += 1;
         }
-        let until = o.first_scheduled().unwrap_or(o.finished);
+        let until = o.finished;
         let mut t = o.arrival.0;
         while t < until.0 {
             let i = (t / self.width) as usize;
@@ -270,7 +314,7 @@ impl Probe {
                 break;
             };
             let end = ((i as u64 + 1) * self.width).min(until.0);
-            s.queued_ns += u128::from(end - t);
+            s.in_system_ns += u128::from(end - t);
             t = end;
         }
     }
@@ -284,16 +328,16 @@ impl Probe {
             .sum()
     }
 
-    /// The three series MSER-5 reads, by name: arrivals, mean TTFT (ms), mean queue length, over the
+    /// The three series MSER-5 reads, by name: arrivals, mean TTFT (ms), mean number in the system, over the
     /// slots up to the last arrival.
     pub fn series(&self) -> Vec<(&'static str, Vec<f64>)> {
         let slots = &self.slots[..self.used];
         let arrivals = slots.iter().map(|s| s.arrivals as f64).collect();
         let queue = slots
             .iter()
-            .map(|s| s.queued_ns as f64 / self.width as f64)
+            .map(|s| s.in_system_ns as f64 / self.width as f64)
             .collect();
-        let mut out = vec![("arrivals", arrivals), ("queue length", queue)];
+        let mut out = vec![("arrivals", arrivals), ("requests in the system", queue)];
         let first = slots
             .iter()
             .find(|s| s.ttft_n > 0)
@@ -477,7 +521,7 @@ impl WarmupState {
                     warmup_s: end.as_secs_f64(),
                     requests_excluded: p.arrivals_between(SimTime::ZERO, end),
                     method: Some(format!(
-                        "MSER-5 on arrivals, mean TTFT and mean queue length in {} slots of {:.3} s \
+                        "MSER-5 on arrivals, mean TTFT and requests in the system in {} slots of {:.3} s \
                          up to {:.1} s; {}",
                         p.used,
                         p.width().as_secs_f64(),
@@ -550,21 +594,24 @@ mod tests {
     #[test]
     fn a_step_is_truncated_at_the_step_or_later() {
         // Level 5 for 60 observations (12 batches), then 0. MSER never stops short of a step of 11
-        // batch-σ; it sometimes truncates further, when the series' later part happens to be quieter
-        // (measured: 30 of 40 seeds exactly at the step, the rest up to the cap of 100).
+        // batch-σ; alone it sometimes truncates further, when the series' later part happens to be
+        // quieter (30 of 40 seeds exactly at the step, the rest up to the cap of 100). Ending the
+        // warm-up where the series first reaches its steady level: 37 of 40 at the step, the rest one
+        // batch later (a first steady batch more than one σ off by chance).
         let d = truncations(|t| if t < 60.0 { 5.0 } else { 0.0 });
         assert!(d[0] >= 60, "{d:?}");
-        assert!(d.iter().filter(|&&x| x == 60).count() >= 25, "{d:?}");
-        assert!(*d.last().unwrap() <= 100, "{d:?}");
+        assert!(d.iter().filter(|&&x| x == 60).count() >= 35, "{d:?}");
+        assert!(*d.last().unwrap() <= 65, "{d:?}");
     }
 
     #[test]
     fn an_exponential_transient_is_truncated_near_its_end() {
         // Level 10 approached from 0 with time constant 20 observations: within 1 noise σ of the level
-        // (10·e^(−t/20) < 1) from t ≈ 46. Measured: truncations 40..100, median 60.
+        // (10·e^(−t/20) < 1) from t ≈ 46. Measured: MSER alone 40..100, median 60; ending where the
+        // batch means first reach the steady level, 40..70, median 50.
         let d = truncations(|t| 10.0 * (1.0 - (-t / 20.0).exp()));
         assert!(d[0] >= 40, "{d:?}");
-        assert!((45..=70).contains(&d[d.len() / 2]), "median {d:?}");
+        assert!((45..=55).contains(&d[d.len() / 2]), "median {d:?}");
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! Invariants:
 //! - A count is *feasible* when every case passes: the scenario as given and, with headroom K, the same
 //!   traffic with the K workers holding the most conversations crashed for good at each of
-//!   [`CRASH_FRACTIONS`] of the arrival window (the worst case decides); with a headroom domain, the
-//!   same with one whole failure domain crashed instead.
+//!   [`CRASH_FRACTIONS`] of the steady window (the worst case decides), judged from the gateway's
+//!   worst-case detection of the loss on ([`failure_cases`]); with a headroom domain, the same with
+//!   one whole failure domain crashed instead.
 //! - The search assumes feasibility grows with the count. It brackets by doubling, bisects, and returns
 //!   a count `n` with `n` feasible and `n - 1` *run and found infeasible* (or `n = 1`): never an
 //!   unverified answer.
@@ -406,11 +407,31 @@ pub fn crash_time(s: &Scenario, warmup: SimDuration, f: f64) -> SimDuration {
     SimDuration(warmup.0 + (steady as f64 * f).round() as u64)
 }
 
+/// The longest the gateway of `s` can take to mark a crashed worker down: `health_check_failures`
+/// failed checks `health_check_interval` apart (a crash just after a check waits for the next one).
+/// Failed requests may mark it down sooner (`errors_to_mark_down`), never later.
+pub fn detection_bound(s: &Scenario) -> SimDuration {
+    let g = &s.gateway;
+    SimDuration(
+        g.health_check_interval
+            .0
+            .saturating_mul(u64::from(g.health_check_failures.0)),
+    )
+}
+
 /// The failure cases of `s` (the fleet, in domains if one is to be lost), for a replication whose
 /// no-fault run reached steady state at `warmup`: (label, scenario). Each crashes at one of
-/// [`CRASH_FRACTIONS`] of the steady window, runs on for as long as the no-fault case's steady window
-/// after it (the arrival window is extended), and is judged only on the requests that arrive from the
-/// crash on (its warm-up is the crash time), so a late crash is judged on a full window.
+/// [`CRASH_FRACTIONS`] of the steady window and is judged on the requests that arrive once the
+/// gateway must have marked the lost workers down ([`detection_bound`] after the crash: a fixed
+/// warm-up), over as long a span as the no-fault case's steady window (the arrival window is
+/// extended), so a late crash is judged on a full window too.
+///
+/// Why not from the crash itself: the requests the gateway sends to a dead worker before it knows
+/// (up to `connect_timeout` each for an unreachable host) are the incident's victims, set by the
+/// gateway's timeouts and health checks, and no worker count removes them; how many of them a p95
+/// catches depends only on how long the judged span is, which made the answer flip with the seed.
+/// What headroom buys is the fleet after the loss carrying the traffic, moved conversations and
+/// their re-prefills included: that is what is judged.
 pub fn failure_cases(
     s: &Scenario,
     headroom: &Headroom,
@@ -418,11 +439,13 @@ pub fn failure_cases(
 ) -> Vec<(String, Scenario)> {
     let mut out = Vec::new();
     let steady = SimDuration(s.duration.0.saturating_sub(warmup.0));
+    let detection = detection_bound(s);
     for f in CRASH_FRACTIONS {
         let at = crash_time(s, warmup, f);
+        let from = SimDuration(at.0.saturating_add(detection.0));
         let judged = |mut c: Scenario| {
-            c.duration = SimDuration(at.0 + steady.0).max(s.duration);
-            judge_from(&mut c, at);
+            c.duration = SimDuration(from.0.saturating_add(steady.0)).max(s.duration);
+            judge_from(&mut c, from);
             c
         };
         if headroom.workers > 0 {
@@ -805,7 +828,7 @@ ttft = "1s"
     }
 
     #[test]
-    fn failure_cases_crash_in_steady_state_and_are_judged_on_a_full_window_after() {
+    fn failure_cases_crash_in_steady_state_and_are_judged_on_a_full_window_after_detection() {
         let s = Scenario::parse(S, "s.toml", &[]).unwrap();
         let h = Headroom {
             workers: 1,
@@ -818,11 +841,16 @@ ttft = "1s"
             let at = c.faults[0].at.expect("a timed crash");
             // 10 s window, 2 s warm-up: crashes at 2 + 8·f seconds.
             assert_eq!(at, SimDuration::from_secs_f64(2.0 + 8.0 * f), "{label}");
-            // The run continues a whole steady window (8 s) after the crash.
+            // Judged from the gateway's worst-case detection (3 failed checks 5 s apart) on, for a
+            // whole steady window (8 s).
+            let from = SimDuration(at.0 + 15_000_000_000);
+            assert_eq!(detection_bound(&s), SimDuration::from_secs(15));
             assert_eq!(
-                c.duration,
-                SimDuration(at.0 + 8_000_000_000).max(s.duration)
+                c.metrics.warmup,
+                crate::metrics::warmup::Warmup::Fixed(from),
+                "{label}"
             );
+            assert_eq!(c.duration, SimDuration(from.0 + 8_000_000_000));
         }
     }
 
