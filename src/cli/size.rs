@@ -15,6 +15,7 @@ use crate::sizing::search::{Outcome, smallest, smallest_stable};
 use crate::sizing::{
     Candidate, Check, Evaluation, Headroom, Judging, Shape, Target, cost, evaluate, fleet, price,
 };
+use crate::time::SimDuration;
 
 /// What `fleetsim size` was asked to do.
 pub(super) struct Args<'a> {
@@ -49,6 +50,53 @@ struct Sized {
     tried: Tried,
     /// The idle latency floor and the SLOs it leaves less than 10% room (warnings).
     floor: Floor,
+    /// The arrival window the answer was judged on.
+    window: SimDuration,
+    /// Set when that is longer than the scenario's: the answer's runs had not reached steady state
+    /// within the shorter one.
+    extended: Option<SimDuration>,
+}
+
+/// What the table's reader must know about the arrival window `r` was judged on: extended, or still
+/// too short for steady state at the cap.
+fn window_note(r: &Sized, base: &Scenario) -> Option<String> {
+    let (e, _, _) = r.found()?;
+    let secs = |d: SimDuration| d.as_secs_f64();
+    let still = e.window_too_short().then(|| {
+        format!(
+            "in {} of {} replications of the answer the warm-up ran to half the {} s window: \
+             steady state may not have been reached, so the answer may be too small; a longer \
+             `duration` (or a fixed `[metrics] warmup`) settles it",
+            e.unsteady,
+            e.replications,
+            secs(r.window)
+        )
+    });
+    match (r.extended, still) {
+        (Some(w), None) => Some(format!(
+            "judged on a {} s arrival window instead of the scenario's {} s: within shorter ones, \
+             the warm-up of a replication of the answer ran to half the window (steady state not \
+             reached)",
+            secs(w),
+            secs(base.duration)
+        )),
+        (_, s) => s,
+    }
+}
+
+/// How many times longer than the scenario's arrival window `size` may judge on.
+const MAX_WINDOW_FACTOR: u64 = 4;
+
+/// The arrival window to judge on when the answer's runs did not reach steady state within `s`'s:
+/// twice as long, up to [`MAX_WINDOW_FACTOR`] times the scenario's; `None` when the workload would not
+/// grow with it (a trace, a request cap) or the cap is reached.
+fn longer_window(s: &Scenario, base: &Scenario) -> Option<SimDuration> {
+    use crate::workload::WorkloadKind;
+    if base.max_requests.is_some() || base.workload.kind == WorkloadKind::Trace {
+        return None;
+    }
+    let longer = SimDuration(s.duration.0.saturating_mul(2));
+    (longer.0 <= base.duration.0.saturating_mul(MAX_WINDOW_FACTOR)).then_some(longer)
 }
 
 /// A candidate's answer.
@@ -282,31 +330,47 @@ fn size_all(
     let out = candidates
         .par_iter()
         .map(|(c, usd)| {
-            let tried = std::sync::Mutex::new(Tried::new());
-            let eval = |shape: Shape| -> Result<bool, String> {
-                if let Some(e) = tried.lock().expect("not poisoned").get(&shape) {
-                    return Ok(e.feasible());
+            let mut s = base.clone();
+            let mut extended = None;
+            loop {
+                let tried = std::sync::Mutex::new(Tried::new());
+                let eval = |shape: Shape| -> Result<bool, String> {
+                    if let Some(e) = tried.lock().expect("not poisoned").get(&shape) {
+                        return Ok(e.feasible());
+                    }
+                    let e = evaluate(&s, c, shape, &a.headroom, target, &a.judging)?;
+                    let ok = e.feasible();
+                    tried.lock().expect("not poisoned").insert(shape, e);
+                    let k = judged.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    bar.set_message(format!("{k} fleet shapes judged"));
+                    Ok(ok)
+                };
+                let outcome = if s.workers[0].prefill_workers > 0 {
+                    search_disaggregated(&s, a.max_workers, &eval)
+                } else {
+                    search_aggregated(s.workers[0].count.0, a.max_workers, &eval, &tried)
+                };
+                let tried = tried.into_inner().expect("not poisoned");
+                let too_short = match &outcome {
+                    Ok(Answer::Found { shape, .. }) => tried[shape].window_too_short(),
+                    _ => false,
+                };
+                if too_short && let Some(longer) = longer_window(&s, base) {
+                    s.duration = longer;
+                    extended = Some(longer);
+                    continue;
                 }
-                let e = evaluate(base, c, shape, &a.headroom, target, &a.judging)?;
-                let ok = e.feasible();
-                tried.lock().expect("not poisoned").insert(shape, e);
-                let k = judged.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                bar.set_message(format!("{k} fleet shapes judged"));
-                Ok(ok)
-            };
-            let outcome = if base.workers[0].prefill_workers > 0 {
-                search_disaggregated(base, a.max_workers, &eval)
-            } else {
-                search_aggregated(base.workers[0].count.0, a.max_workers, &eval, &tried)
-            };
-            let floor = idle_floor(base, c, target);
-            bar.inc(1);
-            Sized {
-                c: c.clone(),
-                usd_per_gpu_hour: *usd,
-                outcome,
-                tried: tried.into_inner().expect("not poisoned"),
-                floor,
+                let floor = idle_floor(&s, c, target);
+                bar.inc(1);
+                return Sized {
+                    c: c.clone(),
+                    usd_per_gpu_hour: *usd,
+                    outcome,
+                    tried,
+                    floor,
+                    window: s.duration,
+                    extended,
+                };
             }
         })
         .collect();
@@ -658,6 +722,9 @@ fn report(
         for w in &r.floor.warnings {
             notes.push(format!("**warning** ({}): {w}", label(&r.c)));
         }
+        if let Some(n) = window_note(r, scenario) {
+            notes.push(format!("**note** ({}): {n}", label(&r.c)));
+        }
         match r.found() {
             Some((e, fewer, non_monotone)) => {
                 let (per_hour, per_m) = cost(
@@ -836,6 +903,9 @@ fn to_json(scale: f64, results: &[Sized], reasons: &[String]) -> serde_json::Val
                 "tpot_p95_ms_ci95": e.and_then(|e| finite(e.tpot_p95_ms.half_width)),
                 "goodput": e.and_then(|e| finite(e.goodput.mean)),
                 "warmup_s": e.map(|e| estimate_json(&e.warmup_s)),
+                "window_s": r.window.as_secs_f64(),
+                "window_extended": r.extended.is_some(),
+                "window_too_short": e.map(Evaluation::window_too_short),
                 "replications": e.map(|e| e.replications),
                 "binding": check_json(e.and_then(Evaluation::binding)),
                 "worst_failure_case": check_json(e.and_then(Evaluation::binding_failure)),

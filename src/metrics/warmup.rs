@@ -384,6 +384,10 @@ pub struct WarmupSummary {
     /// How it was detected (`auto` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
+    /// The detected end is the latest MSER-5 may choose (half the horizon): the run may not have
+    /// reached steady state (only written when true).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_limit: bool,
 }
 
 impl WarmupSummary {
@@ -516,6 +520,7 @@ impl WarmupState {
                 }
                 steady.arrived += p.arrivals_between(end, self.cut);
                 let horizon = p.used as f64 * p.width().as_secs_f64();
+                let at_limit = by.is_some() && end == p.latest();
                 WarmupSummary {
                     mode: "auto".into(),
                     warmup_s: end.as_secs_f64(),
@@ -528,13 +533,14 @@ impl WarmupState {
                         horizon,
                         match by {
                             None => "no series truncated".to_string(),
-                            Some(s) if end == p.latest() => format!(
+                            Some(s) if at_limit => format!(
                                 "truncated on {s} at the latest point allowed (half the horizon): \
                                  the run may be too short to reach steady state"
                             ),
                             Some(s) => format!("truncated on {s}"),
                         }
                     )),
+                    at_limit,
                 }
             }
             (None, Warmup::Auto) => WarmupSummary {
@@ -545,12 +551,14 @@ impl WarmupState {
                     "MSER-5: the detection horizon is shorter than {MIN_BATCHES} batches of \
                      {BATCH} slots of {MIN_SLOT}; no warm-up excluded"
                 )),
+                at_limit: false,
             },
             (None, mode) => WarmupSummary {
                 mode: mode.mode().into(),
                 warmup_s: self.cut.as_secs_f64(),
                 requests_excluded: self.excluded,
                 method: None,
+                at_limit: false,
             },
         };
         self.early = Vec::new();

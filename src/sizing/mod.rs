@@ -291,6 +291,9 @@ pub struct Evaluation {
     pub output_tokens_per_s: Estimate,
     /// Steady state began this long after the start (no-fault case, mean over replications).
     pub warmup_s: Estimate,
+    /// No-fault replications whose detected warm-up is the latest allowed (half the arrival window):
+    /// they may not have reached steady state.
+    pub unsteady: u32,
     /// Why no simulation was needed (a failure that leaves no worker), if so.
     pub note: Option<String>,
 }
@@ -298,6 +301,13 @@ pub struct Evaluation {
 impl Evaluation {
     pub fn feasible(&self) -> bool {
         self.checks.iter().all(Check::passes)
+    }
+
+    /// Whether a no-fault replication may not have reached steady state within the arrival window
+    /// (its warm-up is the latest allowed): the window is too short to judge this shape. One is
+    /// enough: a ramp that outlasts half the window in some seeds is one the window cuts short.
+    pub fn window_too_short(&self) -> bool {
+        self.unsteady > 0
     }
 
     /// The check with the least margin: what decides (and, for a passing shape, what binds).
@@ -649,6 +659,7 @@ pub fn evaluate(
             goodput: nothing,
             output_tokens_per_s: nothing,
             warmup_s: nothing,
+            unsteady: 0,
             note: Some(format!(
                 "losing {lost} of {} workers leaves none",
                 shape.workers()
@@ -686,6 +697,10 @@ pub fn evaluate(
             goodput: mean(&|s| s.goodput.fraction),
             output_tokens_per_s: mean(&|s| s.throughput.output_tokens_per_s),
             warmup_s: mean(&|s| warmup_s(s)),
+            unsteady: calm
+                .iter()
+                .filter(|s| s.warmup.as_ref().is_some_and(|w| w.at_limit))
+                .count() as u32,
             note: None,
         });
     }
