@@ -50,11 +50,9 @@ struct Sized {
     tried: Tried,
     /// The idle latency floor and the SLOs it leaves less than 10% room (warnings).
     floor: Floor,
-    /// The arrival window the answer was judged on.
+    /// The arrival window the answer was judged on: longer than the scenario's when the answer's runs
+    /// had not reached steady state within a shorter one ([`longer_window`]).
     window: SimDuration,
-    /// Set when that is longer than the scenario's: the answer's runs had not reached steady state
-    /// within the shorter one.
-    extended: Option<SimDuration>,
 }
 
 /// What the table's reader must know about the arrival window `r` was judged on: extended, or still
@@ -72,12 +70,12 @@ fn window_note(r: &Sized, base: &Scenario) -> Option<String> {
             secs(r.window)
         )
     });
-    match (r.extended, still) {
-        (Some(w), None) => Some(format!(
+    match (r.window > base.duration, still) {
+        (true, None) => Some(format!(
             "judged on a {} s arrival window instead of the scenario's {} s: within shorter ones, \
              the warm-up of a replication of the answer ran to half the window (steady state not \
              reached)",
-            secs(w),
+            secs(r.window),
             secs(base.duration)
         )),
         (_, s) => s,
@@ -282,7 +280,7 @@ pub(super) fn size(a: Args) -> Result<()> {
                 .map(|r| (label(&r.c), r.found().map(|(e, _, _)| e.shape)))
                 .collect(),
         ));
-        json_scales.push(to_json(scale, &results, &reasons));
+        json_scales.push(to_json(scale, &scaled, &results, &reasons));
     }
     if a.traffic_scales.len() > 1 {
         md.push_str(&growth_table(&growth));
@@ -331,7 +329,6 @@ fn size_all(
         .par_iter()
         .map(|(c, usd)| {
             let mut s = base.clone();
-            let mut extended = None;
             loop {
                 let tried = std::sync::Mutex::new(Tried::new());
                 let eval = |shape: Shape| -> Result<bool, String> {
@@ -357,7 +354,6 @@ fn size_all(
                 };
                 if too_short && let Some(longer) = longer_window(&s, base) {
                     s.duration = longer;
-                    extended = Some(longer);
                     continue;
                 }
                 let floor = idle_floor(&s, c, target);
@@ -369,7 +365,6 @@ fn size_all(
                     tried,
                     floor,
                     window: s.duration,
-                    extended,
                 };
             }
         })
@@ -868,7 +863,12 @@ fn check_json(c: Option<&Check>) -> serde_json::Value {
     })
 }
 
-fn to_json(scale: f64, results: &[Sized], reasons: &[String]) -> serde_json::Value {
+fn to_json(
+    scale: f64,
+    scenario: &Scenario,
+    results: &[Sized],
+    reasons: &[String],
+) -> serde_json::Value {
     let rows: Vec<serde_json::Value> = results
         .iter()
         .zip(reasons)
@@ -904,7 +904,7 @@ fn to_json(scale: f64, results: &[Sized], reasons: &[String]) -> serde_json::Val
                 "goodput": e.and_then(|e| finite(e.goodput.mean)),
                 "warmup_s": e.map(|e| estimate_json(&e.warmup_s)),
                 "window_s": r.window.as_secs_f64(),
-                "window_extended": r.extended.is_some(),
+                "window_extended": r.window > scenario.duration,
                 "window_too_short": e.map(Evaluation::window_too_short),
                 "replications": e.map(|e| e.replications),
                 "binding": check_json(e.and_then(Evaluation::binding)),

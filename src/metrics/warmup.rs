@@ -8,10 +8,10 @@
 //! - `"<duration>"` (`"90s"`, `"2m"`): requests *arriving* at or after that time count;
 //! - `"auto"` (the default): the warm-up end is detected per run by MSER-5.
 //!
-//! **MSER-5, then where the level is first reached.** MSER-5 (White 1997, "An effective truncation heuristic for bias reduction in simulation
-//! output", *Simulation* 69(6); recommended by Hoad, Robinson & Davies 2010, "Automating warm-up
-//! length estimation", *JORS* 61(9)): the observations are averaged in batches of 5, and the
-//! truncation point `d` (in batches) minimises `MSER(d) = Σ_{i>d} (Y_i − Ȳ_d)² / (k − d)²`, where
+//! **MSER-5, then where the level is first reached.** MSER-5 (White 1997, "An effective truncation
+//! heuristic for bias reduction in simulation output", *Simulation* 69(6); recommended by Hoad,
+//! Robinson & Davies 2010, "Automating warm-up length estimation", *JORS* 61(9)): the observations
+//! are averaged in batches of 5, and the truncation point `d` (in batches) minimises `MSER(d) = Σ_{i>d} (Y_i − Ȳ_d)² / (k − d)²`, where
 //! `Y_1..Y_k` are the batch means and `Ȳ_d` the mean of those after `d`; `d` is searched in the first
 //! half of the batches only (a truncation beyond it means the run is too short to have a steady state).
 //! MSER's `d` says there is a transient (with the guard below); the warm-up then ends at the first
@@ -29,8 +29,9 @@
 //! that arrived in it, and the time-average number of requests in the system (arrived, not yet
 //! finished: waiting or running) during it, the queue length `L` of Little's law. (The number waiting
 //! for a first step alone stays near zero under a batching engine until its KV cache is full, so it
-//! misses the build-up of running requests that a ramp of users makes.) Only the slots up to the last arrival are read (a run whose arrivals stop early, at a request
-//! cap, is judged on its load, not on the empty slots after it). A slot where no request that arrived completed takes the previous slot's mean TTFT (the first
+//! misses the build-up of running requests that a ramp of users makes.) Only the slots up to the last
+//! arrival are read (a run whose arrivals stop early, at a request cap, is judged on its load, not on
+//! the empty slots after it). A slot where no request that arrived completed takes the previous slot's mean TTFT (the first
 //! slots with none take the first observed mean): skipping them would make the grid uneven, and a
 //! batch of 5 slots would then no longer span a fixed time. MSER-5 runs on each of the three series
 //! and the largest accepted truncation wins.
@@ -176,11 +177,17 @@ pub fn significant(y: &[f64], d: usize) -> bool {
     if d == 0 || kept.len() < 2 {
         return false;
     }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let (head, tail) = (mean(&y[..d]), mean(kept));
-    let var = kept.iter().map(|v| (v - tail).powi(2)).sum::<f64>() / (kept.len() - 1) as f64;
-    let se = (var * (1.0 / d as f64 + 1.0 / kept.len() as f64)).sqrt();
-    (head - tail).abs() > GUARD_Z * se
+    let (tail, sd) = mean_sd(kept);
+    let se = sd * (1.0 / d as f64 + 1.0 / kept.len() as f64).sqrt();
+    (mean_sd(&y[..d]).0 - tail).abs() > GUARD_Z * se
+}
+
+/// Mean and sample standard deviation of `v` (at least two values for the deviation; 0 with one).
+fn mean_sd(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let ss = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>();
+    (mean, (ss / (n - 1.0).max(1.0)).sqrt())
 }
 
 /// MSER-5 with the guard on `series`: the observations to truncate (a multiple of [`BATCH`]), 0 for a
@@ -209,14 +216,9 @@ pub fn truncation(series: &[f64]) -> usize {
 /// warm-up the detection is asked for is the transient's, so it ends where the series first reaches
 /// its steady level; MSER's guard still decides whether there is a transient at all.
 pub fn reaches_steady_level(y: &[f64], d: usize) -> usize {
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let kept = &y[d..];
-    let kept_mean = mean(kept);
-    let sd = (kept.iter().map(|v| (v - kept_mean).powi(2)).sum::<f64>()
-        / (kept.len().max(2) - 1) as f64)
-        .sqrt();
-    let level = mean(&y[y.len() / 2..]);
-    let rising = mean(&y[..d]) < level;
+    let sd = mean_sd(&y[d..]).1;
+    let level = mean_sd(&y[y.len() / 2..]).0;
+    let rising = mean_sd(&y[..d]).0 < level;
     y[..d]
         .iter()
         .position(|&v| {
@@ -328,8 +330,8 @@ impl Probe {
             .sum()
     }
 
-    /// The three series MSER-5 reads, by name: arrivals, mean TTFT (ms), mean number in the system, over the
-    /// slots up to the last arrival.
+    /// The three series MSER-5 reads, by name: arrivals, mean TTFT (ms), mean number in the system,
+    /// over the slots up to the last arrival.
     pub fn series(&self) -> Vec<(&'static str, Vec<f64>)> {
         let slots = &self.slots[..self.used];
         let arrivals = slots.iter().map(|s| s.arrivals as f64).collect();
