@@ -223,6 +223,7 @@ fn simulate(
         interconnect: Default::default(),
         prices: Default::default(),
         meta: Default::default(),
+        autoscaler: None,
     };
     scenario.validate().map_err(|(_, message)| message)?;
     let out = Simulation::from_scenario(&scenario)?.run(&mut |_| {});

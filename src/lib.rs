@@ -37,6 +37,7 @@
 //!
 //! Determinism is a law: the same scenario and seed give byte-identical `summary.json`.
 
+pub mod autoscale;
 pub mod calibration;
 pub mod cli;
 pub mod compare;

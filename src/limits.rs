@@ -111,7 +111,7 @@ fn fault_counts(s: &Scenario) -> (f64, Option<usize>) {
                         .workers
                         .iter()
                         .filter(|g| g.failure_domain.0.contains(d))
-                        .map(|g| g.count.0 as usize)
+                        .map(|g| s.group_slots(g) as usize)
                         .sum(),
                     _ => workers,
                 };
@@ -163,11 +163,11 @@ fn mix_expected(w: &crate::workload::WorkloadSpec, window: f64) -> Option<f64> {
 impl Footprint {
     /// The footprint of a validated scenario.
     pub fn of(s: &Scenario) -> Footprint {
-        let workers: u64 = s.workers.iter().map(|g| u64::from(g.count.0)).sum();
+        let workers: u64 = s.workers.iter().map(|g| u64::from(s.group_slots(g))).sum();
         let kv_blocks: u64 = s
             .workers
             .iter()
-            .map(|g| u64::from(g.count.0) * u64::from(g.kv_blocks().unwrap_or(0)))
+            .map(|g| u64::from(s.group_slots(g)) * u64::from(g.kv_blocks().unwrap_or(0)))
             .sum();
         let window = s.duration.as_secs_f64();
         let w = &s.workload;

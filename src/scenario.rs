@@ -77,6 +77,9 @@ pub struct Scenario {
     /// read by the simulation.
     #[serde(default)]
     pub meta: Meta,
+    /// Horizontal autoscaling of the worker group, with cold starts (`[autoscaler]`, [`crate::autoscale`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaler: Option<crate::autoscale::AutoscalerSpec>,
 }
 
 /// The `[meta]` table: the question a scenario answers, the conclusion drawn from it, and the conditions
@@ -445,6 +448,7 @@ impl Scenario {
         self.validate_tiers()?;
         self.validate_disaggregation()?;
         self.validate_replication()?;
+        self.validate_autoscaler()?;
         if self.faults.is_empty() {
             return self.validate_router();
         }
@@ -471,6 +475,61 @@ impl Scenario {
         self.fault_plan_for(&fleet)
             .map_err(|(i, field, m)| (format!("faults[{i}].{field}"), m))?;
         self.validate_router()
+    }
+
+    /// `[autoscaler]`: its own bounds and spans, and a fleet it can scale: one aggregated worker group,
+    /// started at t = 0, whose `count` (the initial replicas) lies within the bounds.
+    fn validate_autoscaler(&self) -> Result<(), (String, String)> {
+        let Some(a) = &self.autoscaler else {
+            return Ok(());
+        };
+        a.validate()
+            .map_err(|(f, m)| (format!("autoscaler.{f}"), m))?;
+        if self.workers.len() != 1 {
+            return Err((
+                "autoscaler".into(),
+                format!(
+                    "scales one [[workers]] group (the model's deployment); this scenario has {}",
+                    self.workers.len()
+                ),
+            ));
+        }
+        let g = &self.workers[0];
+        if g.role != crate::worker::role::Role::Both || g.prefill_workers > 0 {
+            return Err((
+                "autoscaler".into(),
+                "a disaggregated (prefill/decode) fleet cannot be autoscaled yet: remove `role` and \
+                 `prefill_workers` from the worker group"
+                    .into(),
+            ));
+        }
+        if g.start_at.is_some() {
+            return Err((
+                "workers[0].start_at".into(),
+                "the autoscaler starts the group's replicas itself: remove `start_at`".into(),
+            ));
+        }
+        if g.count.0 < a.min_replicas || g.count.0 > a.max_replicas.0 {
+            return Err((
+                "workers[0].count".into(),
+                format!(
+                    "is the autoscaled group's replicas at t = 0: it must lie between \
+                     autoscaler.min_replicas ({}) and autoscaler.max_replicas ({}), got {}",
+                    a.min_replicas, a.max_replicas.0, g.count.0
+                ),
+            ));
+        }
+        if let Some(b) = a.load_gb_per_s {
+            crate::config::check_range(b.0, crate::config::BANDWIDTH_GB_PER_S, " GB/s")
+                .map_err(|m| ("autoscaler.load_gb_per_s".to_string(), m))?;
+        }
+        Ok(())
+    }
+
+    /// Worker slots of group `g`: its `count`, or with `[autoscaler]`, `max_replicas` (the slots a replica
+    /// can occupy; those beyond the initial `count` start empty).
+    pub fn group_slots(&self, g: &WorkerGroup) -> u32 {
+        self.autoscaler.as_ref().map_or(g.count.0, |a| a.max_replicas.0.max(g.count.0))
     }
 
     /// Tiers: one shared store, and tiers only where there is a prefix cache to write down.
@@ -548,7 +607,7 @@ impl Scenario {
         use crate::worker::role::Role;
         let mut roles = Vec::with_capacity(self.worker_count());
         for g in &self.workers {
-            for i in 0..g.count.0 {
+            for i in 0..self.group_slots(g) {
                 roles.push(match (g.role, g.prefill_workers) {
                     (Role::Both, p) if p > 0 && i < p => Role::Prefill,
                     (Role::Both, p) if p > 0 => Role::Decode,
@@ -769,7 +828,9 @@ impl Scenario {
     pub fn worker_domains(&self) -> Vec<Vec<String>> {
         self.workers
             .iter()
-            .flat_map(|g| std::iter::repeat_n(g.failure_domain.0.clone(), g.count.0 as usize))
+            .flat_map(|g| {
+                std::iter::repeat_n(g.failure_domain.0.clone(), self.group_slots(g) as usize)
+            })
             .collect()
     }
 
@@ -782,7 +843,7 @@ impl Scenario {
                 let t = self
                     .restart
                     .restart_time(perf.weight_bytes_per_gpu() * f64::from(g.tp.0));
-                std::iter::repeat_n(t, g.count.0 as usize)
+                std::iter::repeat_n(t, self.group_slots(g) as usize)
             })
             .collect()
     }
@@ -810,7 +871,10 @@ impl Scenario {
 
     /// Workers in the fleet.
     pub fn worker_count(&self) -> usize {
-        self.workers.iter().map(|g| g.count.0 as usize).sum()
+        self.workers
+            .iter()
+            .map(|g| self.group_slots(g) as usize)
+            .sum()
     }
 }
 

@@ -83,7 +83,7 @@ impl Simulation {
         let mut endpoints = Vec::with_capacity(self.workers.len());
         let mut w = 0;
         for g in &s.workers {
-            for _ in 0..g.count.0 {
+            for _ in 0..s.group_slots(g) {
                 let node = match &g.node {
                     Some(label) => match nodes.iter().position(|n| n == label) {
                         Some(i) => i,

@@ -23,10 +23,11 @@ impl Simulation {
             let (w, at) = self.starts[k];
             self.schedule(at, Class::Fault, Event::Start(w));
         }
-        if !self.plan.is_empty() || !self.starts.is_empty() {
+        if !self.plan.is_empty() || !self.starts.is_empty() || self.autoscale.is_some() {
             let first = SimTime::ZERO + self.gateway.spec.health_check_interval;
             self.schedule(first, Class::Gateway, Event::HealthCheck);
         }
+        self.schedule_autoscale();
     }
 
     fn workers_up(&self) -> u32 {
@@ -134,6 +135,9 @@ impl Simulation {
         }
         let next = self.now + self.gateway.spec.health_check_interval;
         self.schedule(next, Class::Gateway, Event::HealthCheck);
+        if self.autoscale.is_some() {
+            self.release_held();
+        }
     }
 
     /// The workers planned fault `i` hits now.
@@ -314,7 +318,13 @@ impl Simulation {
 
     /// Worker `w` dies: its requests are lost (the gateway sees their streams break), its KV cache is
     /// wiped unless it survives, and new connections fail as `symptom` says.
-    fn crash_worker(&mut self, w: usize, symptom: Symptom, keep_kv: bool, reason: &'static str) {
+    pub(super) fn crash_worker(
+        &mut self,
+        w: usize,
+        symptom: Symptom,
+        keep_kv: bool,
+        reason: &'static str,
+    ) {
         let (lost, hashes) = self.workers[w].crash(keep_kv);
         if let Some(tiers) = &mut self.tiers
             && !keep_kv
@@ -355,6 +365,9 @@ impl Simulation {
     }
 
     pub(super) fn on_restart(&mut self, w: usize, fault: usize) {
+        if !self.restart_allowed(w) {
+            return; // the autoscaler released or replaced this replica: its slot is not the fault's
+        }
         if self.gone[w] {
             if self.truth[w] == Truth::Hung {
                 self.crash_worker(w, Symptom::Refused, false, "worker restarted");

@@ -15,6 +15,7 @@
 //! that must happen) or *background* (faults and health checks); the run ends when no foreground event is
 //! pending and every request has finished, whatever faults are still scheduled.
 
+mod autoscale;
 mod disagg;
 mod faults;
 mod fleet;
@@ -26,6 +27,8 @@ mod replication;
 mod route_sources;
 mod steady_run;
 pub mod twin;
+
+pub use autoscale::AutoscaleSetup;
 
 use rustc_hash::FxHashSet;
 
@@ -127,6 +130,12 @@ enum Event {
     Start(usize),
     /// The gateway checks every worker's health.
     HealthCheck,
+    /// The autoscaler evaluates (`autoscale.rs`).
+    Autoscale,
+    /// Slot `worker`'s cold start number `generation` is over.
+    ColdStartDone { worker: usize, generation: u64 },
+    /// The drain of scaled-down `worker` (incarnation `epoch`) runs out of time.
+    ScaleDownDeadline { worker: usize, epoch: u64 },
 }
 
 impl Event {
@@ -140,6 +149,9 @@ impl Event {
                 | Event::Restart { .. }
                 | Event::Start(_)
                 | Event::HealthCheck
+                | Event::Autoscale
+                | Event::ColdStartDone { .. }
+                | Event::ScaleDownDeadline { .. }
         )
     }
 }
@@ -268,6 +280,8 @@ pub struct Simulation {
     disagg: Option<disagg::Disagg>,
     /// Hot-prefix replication (`replication.rs`); `None` unless `[interconnect.replication]`.
     replication: Option<Box<replication::Replication>>,
+    /// The autoscaler's replica slots and held requests (`autoscale.rs`); `None` unless `[autoscaler]`.
+    autoscale: Option<Box<autoscale::Autoscale>>,
 }
 
 impl Simulation {
@@ -277,7 +291,7 @@ impl Simulation {
         let mut starts = Vec::new();
         for g in &s.workers {
             let blocks = g.kv_blocks()?;
-            for _ in 0..g.count.0 {
+            for _ in 0..s.group_slots(g) {
                 let perf: PerfModel = g.perf();
                 if let Some(t) = g.start_at.filter(|t| t.0 > 0) {
                     starts.push((workers.len(), SimTime(t.0)));
@@ -327,6 +341,17 @@ impl Simulation {
                 .collect(),
         );
         sim.set_faults(plan, s.gateway.clone(), starts);
+        if let Some(spec) = &s.autoscaler {
+            let g = &s.workers[0];
+            let weights = g.perf().weight_bytes_per_gpu() * f64::from(g.tp.0);
+            sim.set_autoscaler(AutoscaleSetup {
+                spec: spec.clone(),
+                initial: g.count.0,
+                cold_start: spec.cold_start(weights, &s.restart),
+                gpus_per_replica: g.tp.0,
+                usd_per_gpu_hour: crate::sizing::price(s, g.gpu).ok(),
+            });
+        }
         sim.set_tiers(s.tiers.clone());
         sim.set_disaggregation(s);
         sim.replication = s.interconnect.replication.as_ref().map(|r| {
@@ -458,6 +483,7 @@ impl Simulation {
             allocated: Vec::new(),
             disagg: None,
             replication: None,
+            autoscale: None,
         }
     }
 
@@ -618,6 +644,13 @@ impl Simulation {
                 Event::Restart { worker, fault } => self.on_restart(worker, fault),
                 Event::Start(w) => self.on_start(w),
                 Event::HealthCheck => self.on_health_check(),
+                Event::Autoscale => self.on_autoscale_tick(),
+                Event::ColdStartDone { worker, generation } => {
+                    self.on_cold_start_done(worker, generation)
+                }
+                Event::ScaleDownDeadline { worker, epoch } => {
+                    self.on_scale_down_deadline(worker, epoch)
+                }
             }
         }
         self.fail_stranded("never served: the worker could not admit it");
@@ -688,6 +721,7 @@ impl Simulation {
             self.finish_seq(*seq, None, Outcome::Failed, Some(BUDGET_REASON));
         }
         self.foreground = 0;
+        self.fail_held(BUDGET_REASON);
         self.fail_stranded(BUDGET_REASON);
     }
 
@@ -831,7 +865,9 @@ impl Simulation {
         };
         let Some(decision) = decision else {
             seq.hashes = hashes;
-            self.gateway_error(seq, None, "no worker up");
+            if let Some(seq) = self.hold_at_gateway(seq) {
+                self.gateway_error(seq, None, "no worker up");
+            }
             return;
         };
         if self.replication.is_some() {
@@ -1130,6 +1166,9 @@ impl Simulation {
         if !self.workers[w].in_step() {
             self.start_step(w);
         }
+        if self.autoscale.is_some() {
+            self.autoscale_after_step(w);
+        }
     }
 
     /// Keeps what session `session`'s turn `seq`, completed on `w`, leaves for the next turn (its
@@ -1282,7 +1321,7 @@ impl Simulation {
                 ),
                 preemptions: w.preemptions,
                 evictions: w.pool.evictions(),
-                energy_j: round(worker_energy_j(w, end), 3),
+                energy_j: round(worker_energy_j(w, self.billed_s(w.id, self.now)), 3),
                 role: self
                     .disagg
                     .as_ref()
@@ -1312,7 +1351,10 @@ impl Simulation {
         summary.sim.stopped = self.stopped.take();
         summary.tiers = self.tier_summary();
         summary.energy = Some(EnergySummary::of(
-            self.workers.iter().map(|w| worker_energy_j(w, end)).sum(),
+            self.workers
+                .iter()
+                .map(|w| worker_energy_j(w, self.billed_s(w.id, self.now)))
+                .sum(),
             self.workers.iter().map(|w| u64::from(w.perf.tp)).sum(),
             self.workers
                 .iter()
@@ -1326,6 +1368,7 @@ impl Simulation {
         summary.disaggregation = self.disagg_summary();
         summary.peer_transfer = self.peer_summary();
         summary.replication = self.replication_summary();
+        summary.autoscaler = self.autoscale_summary(self.now);
         RunOutput {
             summary,
             bench,
@@ -1420,6 +1463,8 @@ fn worker_energy_j(w: &Worker, end_s: f64) -> f64 {
     )
 }
 
+#[cfg(test)]
+mod autoscale_tests;
 #[cfg(test)]
 mod fault_tests;
 #[cfg(test)]

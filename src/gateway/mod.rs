@@ -433,6 +433,21 @@ impl Gateway {
         self.beliefs[w].draining = true;
     }
 
+    /// `w` becomes a new endpoint (an autoscaled replica starting in a freed slot): not routable until a
+    /// good health check, with no history of errors or checks. Returns whether the gateway believed it up
+    /// (the router must then forget it).
+    pub fn reset_to_unready(&mut self, w: usize) -> bool {
+        let was_up = self.beliefs[w].up;
+        self.beliefs[w] = Belief {
+            up: false,
+            draining: false,
+            failed_checks: 0,
+            good_checks: 0,
+            errors: 0,
+        };
+        was_up
+    }
+
     /// A worker has restarted; if it had been drained, it may be used again once health checks pass.
     pub fn end_drain_if_draining(&mut self, w: usize) {
         let b = &mut self.beliefs[w];

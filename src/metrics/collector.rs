@@ -352,7 +352,8 @@ impl Collector {
         self.sessions_reset += u64::from(r.session_reset);
         self.turns_without_history +=
             u64::from(r.turn.is_some_and(|t| t > 0) && r.history_tokens == 0);
-        self.series.on_finished(r);
+        let good = r.outcome == Outcome::Completed && Obs::of(r).good(&self.slo);
+        self.series.on_finished(r, good);
         if let Some(c) = self.classes.get_mut(usize::from(r.class)) {
             c.on_finished(r);
         }

@@ -11,6 +11,7 @@ pub mod headline;
 pub mod intervals;
 pub mod record;
 pub mod recovery;
+pub mod replicas;
 pub mod requests;
 pub mod steady;
 pub mod summary;

@@ -87,6 +87,10 @@ pub struct Summary {
     /// it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup: Option<super::warmup::WarmupSummary>,
+    /// With `[autoscaler]`: scaling decisions, replicas, replica-hours, cost, cold-start hits and SLO
+    /// attainment over time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaler: Option<super::replicas::AutoscaleSummary>,
 }
 
 /// A scenario's `[meta]` notes as the outputs show them.
@@ -741,6 +745,7 @@ impl Summary {
                 c.series.worst_windows(w, from, c.arrivals_end)
             }),
             warmup: Some(warmup),
+            autoscaler: None,
         }
     }
 

@@ -181,6 +181,8 @@ pub struct Window {
     pub cached_tokens: u64,
     /// Request-nanoseconds spent waiting for a first step within the window.
     pub queued_ns: u128,
+    /// Requests that arrived in the window and completed within the SLO.
+    pub good: u64,
 }
 
 /// The worst windows of a run's steady state (`summary.json` `slo_window`): p95 latencies judged
@@ -224,6 +226,8 @@ pub struct TimeSeries {
     pub skipped: Vec<FaultMark>,
     /// KV-cache utilisation of each worker over time.
     pub kv: KvUsage,
+    /// Replicas over time; empty unless the fleet is autoscaled (then `timeseries.csv` shows them).
+    pub replicas: super::replicas::ReplicaLog,
 }
 
 /// KV-cache utilisation (blocks held by running sequences over the pool) of each worker over time,
@@ -252,6 +256,7 @@ impl TimeSeries {
             faults: Vec::new(),
             skipped: Vec::new(),
             kv: KvUsage::default(),
+            replicas: super::replicas::ReplicaLog::default(),
         }
     }
 
@@ -276,11 +281,13 @@ impl TimeSeries {
         &mut self.windows[i]
     }
 
-    /// Folds in one finished request.
-    pub fn on_finished(&mut self, r: &RequestRecord) {
+    /// Folds in one finished request; `good` if it completed within the SLO.
+    pub fn on_finished(&mut self, r: &RequestRecord, good: bool) {
         let a = self.index(r.arrival);
         let f = self.index(r.finished);
-        self.at(a).arrivals += 1;
+        let aw = self.at(a);
+        aw.arrivals += 1;
+        aw.good += u64::from(good);
         let fw = self.at(f);
         match r.outcome {
             Outcome::Completed => fw.completions += 1,
@@ -438,14 +445,21 @@ impl TimeSeries {
         (i > 0).then(|| self.up[i - 1].1)
     }
 
-    /// `timeseries.csv`: one row per window from 0 to the last window with activity.
+    /// `timeseries.csv`: one row per window from 0 to the last window with activity. An autoscaled run
+    /// adds the replicas at each window's end (ready, starting, billed) and the window's SLO attainment.
     pub fn to_csv(&self) -> Vec<u8> {
         use std::fmt::Write;
+        let scaled = !self.replicas.is_empty();
         let mut o = String::from(
             "window_start_s,window_end_s,arrivals,completions,failed,retried,sessions_reset,\
              ttft_p50_ms,ttft_p95_ms,hit_rate,queue_depth,workers_up,failure_recompute_tokens,faults,\
-             kv_util_mean,kv_util_max\n",
+             kv_util_mean,kv_util_max",
         );
+        o.push_str(if scaled {
+            ",replicas_ready,replicas_starting,replicas_billed,slo_attainment\n"
+        } else {
+            "\n"
+        });
         let width = self.spec.window.as_secs_f64();
         for (i, w) in self.windows.iter().enumerate() {
             let ms = |q: f64| {
@@ -474,7 +488,7 @@ impl TimeSeries {
                 .map_or((String::new(), String::new()), |(m, x)| {
                     (format!("{m:.6}"), format!("{x:.6}"))
                 });
-            let _ = writeln!(
+            let _ = write!(
                 o,
                 "{:.3},{:.3},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{}",
                 i as f64 * width,
@@ -494,6 +508,19 @@ impl TimeSeries {
                 kv_mean,
                 kv_max
             );
+            if scaled {
+                let c = self
+                    .replicas
+                    .at(SimTime(end.0.saturating_sub(1)))
+                    .unwrap_or_default();
+                let slo = if w.arrivals > 0 {
+                    format!("{:.6}", w.good as f64 / w.arrivals as f64)
+                } else {
+                    String::new()
+                };
+                let _ = write!(o, ",{},{},{},{slo}", c.ready, c.starting, c.billed);
+            }
+            o.push('\n');
         }
         o.into_bytes()
     }
@@ -568,7 +595,7 @@ mod tests {
         // Arrives at 5 s, first step at 25 s, first token at 26 s, done at 30 s.
         let mut r = crate::metrics::tests::completed(1, 5_000, 26_000, 30_000, 2);
         r.first_scheduled = Some(crate::metrics::tests::ms(25_000));
-        ts.on_finished(&r);
+        ts.on_finished(&r, false);
         // Waited 5..25 s: 5 s in window 0, 10 s in window 1, 5 s in window 2.
         let q: Vec<u128> = ts.windows.iter().map(|w| w.queued_ns).collect();
         assert_eq!(q, vec![5_000_000_000, 10_000_000_000, 5_000_000_000, 0]);

@@ -1,0 +1,232 @@
+//! The autoscaler in the engine, on hand-built runs whose times can be worked out by hand: a step in load
+//! scales up at the first evaluation that sees it and the new replica serves after its cold start and
+//! the next health check; a scale-down waits out its window and drains; a crashed replica is replaced;
+//! the fleet scales to zero and back, holding the request that woke it at the gateway.
+
+use super::tests::{by_id, request, simulation};
+use super::*;
+use crate::autoscale::AutoscalerSpec;
+use crate::faults::{FaultKind, FaultPlan, PlannedFault, Symptom, Targets};
+use crate::gateway::GatewaySpec;
+use crate::metrics::replicas::ReplicaCount;
+use crate::time::SimDuration;
+
+fn secs(s: f64) -> SimTime {
+    SimTime::ZERO + SimDuration::from_secs_f64(s)
+}
+
+/// An autoscaler on `rps` (target 1 request/s per replica), a 15-s interval and a 22-s cold start
+/// (10 s image pull, 5 s weight load, 7 s warm-up), plus `extra` keys.
+fn setup(initial: u32, extra: &str) -> AutoscaleSetup {
+    let spec: AutoscalerSpec = toml::from_str(&format!(
+        "metric = \"rps\"\ntarget = 1.0\nimage_pull = \"10s\"\nweight_load = \"5s\"\nwarmup = \"7s\"\n{extra}"
+    ))
+    .unwrap();
+    spec.validate().unwrap();
+    AutoscaleSetup {
+        cold_start: spec.cold_start(0.0, &crate::faults::RestartSpec::default()),
+        spec,
+        initial,
+        gpus_per_replica: 1,
+        usd_per_gpu_hour: Some(3.0),
+    }
+}
+
+fn autoscaled(
+    slots: usize,
+    requests: Vec<Request>,
+    faults: Vec<PlannedFault>,
+    initial: u32,
+    extra: &str,
+) -> (Simulation, std::sync::Arc<std::sync::Mutex<Vec<RequestRecord>>>) {
+    let (mut sim, records) = simulation(slots, requests);
+    sim.set_faults(
+        FaultPlan::scheduled(faults),
+        GatewaySpec::default(),
+        Vec::new(),
+    );
+    sim.set_autoscaler(setup(initial, extra));
+    (sim, records)
+}
+
+fn count(ready: u32, starting: u32, billed: u32) -> Option<ReplicaCount> {
+    Some(ReplicaCount {
+        ready,
+        starting,
+        billed,
+    })
+}
+
+#[test]
+fn a_step_in_load_scales_up_at_the_next_evaluation_and_serves_after_the_cold_start() {
+    // Nothing until 20 s, then 30 requests at once. Evaluations every 15 s: at 15 s nothing has arrived;
+    // at 30 s the last interval's rate is 30/15 = 2 req/s against a target of 1 per ready replica:
+    // ceil(2 × 1) = 2 (scale-up window 0, within the +4-pods policy and max_replicas). The new replica's
+    // cold start (22 s) ends at 52 s, and the gateway's next health check (every 5 s) marks it up at 55 s.
+    let burst = (0..30).map(|i| request(i, secs(20.0 + 0.001 * i as f64), i, 8, 10));
+    let probes = (30..34).map(|i| request(i, secs(56.0 + 0.1 * (i - 30) as f64), i, 8, 10));
+    let (sim, records) = autoscaled(
+        2,
+        burst.chain(probes).collect(),
+        Vec::new(),
+        1,
+        "max_replicas = 2",
+    );
+    let out = sim.run(&mut |_| {});
+    assert_eq!(out.collector.completed, 34);
+    let a = out.summary.autoscaler.as_ref().unwrap();
+    assert_eq!(a.changes.len(), 1, "{:?}", a.changes);
+    assert_eq!(
+        (a.changes[0].at_s, a.changes[0].from, a.changes[0].to),
+        (30.0, 1, 2)
+    );
+    assert_eq!((a.scale_ups, a.scale_downs, a.replacements), (1, 0, 0));
+    assert_eq!(a.cold_start.total_s, 22.0);
+    let log = &out.collector.series.replicas;
+    assert_eq!(log.at(secs(29.0)), count(1, 0, 1));
+    assert_eq!(log.at(secs(30.0)), count(1, 1, 2), "starting from 30 s");
+    assert_eq!(log.at(secs(54.9)), count(1, 1, 2), "up at 52 s, unchecked");
+    assert_eq!(log.at(secs(55.0)), count(2, 0, 2), "ready at the 55-s health check");
+    // The burst all went to the one replica there was; the new one served only probes, at once.
+    for i in 0..30 {
+        assert_eq!(by_id(&records, i).worker, Some(0), "request {i}");
+    }
+    let on_new: Vec<_> = (30..34)
+        .map(|i| by_id(&records, i))
+        .filter(|r| r.worker == Some(1))
+        .collect();
+    assert!(!on_new.is_empty());
+    for r in on_new {
+        assert_eq!(r.first_scheduled, Some(r.arrival), "an idle new replica");
+    }
+    // Billed: 1 replica from 0, 2 from 30 s to the end.
+    let end = out.summary.sim.simulated_s;
+    assert!((a.replica_hours * 3600.0 - (end + (end - 30.0))).abs() < 0.01);
+    assert!((a.cost_usd.unwrap() - a.gpu_hours * 3.0).abs() < 1e-5);
+}
+
+#[test]
+fn a_scale_down_waits_out_its_window_and_drains_the_newest_replica() {
+    // 2 replicas, 40 requests over the first 20 s (2 req/s: 1 per replica, ratio 1, no change), then
+    // two long ones at 45 s (one per replica, round robin). Evaluations: 10 s and 20 s recommend 2; 30 s
+    // and 40 s recommend 0 but the 30-s window still holds the 20-s recommendation (kept while strictly
+    // after the cutoff); at 50 s the window (20 s, 50 s] holds 0, 0 and ceil(0.2) = 1: down to 1.
+    // Of two replicas ready since 0, the newer slot (1) goes: it stops taking requests and finishes its
+    // long request, then it is gone.
+    let early = (0..40).map(|i| request(i, secs(0.5 * i as f64), i, 8, 10));
+    let long = (40..42).map(|i| request(i, secs(45.0 + 0.001 * (i - 40) as f64), i, 8, 3000));
+    let probes = (42..44).map(|i| request(i, secs(55.0 + (i - 42) as f64), i, 8, 10));
+    let (sim, records) = autoscaled(
+        2,
+        early.chain(long).chain(probes).collect(),
+        Vec::new(),
+        2,
+        "min_replicas = 1\nmax_replicas = 2\ninterval = \"10s\"\nscale_down_window = \"30s\"\ndrain_grace = \"120s\"",
+    );
+    let out = sim.run(&mut |_| {});
+    assert_eq!(out.collector.completed, 44);
+    assert_eq!(out.collector.failed, 0);
+    let a = out.summary.autoscaler.as_ref().unwrap();
+    assert_eq!(a.changes.len(), 1, "{:?}", a.changes);
+    assert_eq!(
+        (a.changes[0].at_s, a.changes[0].from, a.changes[0].to),
+        (50.0, 2, 1)
+    );
+    let on_1 = [40, 41]
+        .map(|i| by_id(&records, i))
+        .into_iter()
+        .find(|r| r.worker == Some(1))
+        .expect("one long request on replica 1");
+    assert_eq!(on_1.retries, 0, "drained, not cut off");
+    assert!(on_1.finished > secs(50.0), "in flight at the scale-down");
+    for i in 42..44 {
+        assert_eq!(by_id(&records, i).worker, Some(0), "after the drain began");
+    }
+    let log = &out.collector.series.replicas;
+    let before = SimTime(on_1.finished.0 - 1);
+    assert_eq!(log.at(before), count(1, 0, 2), "draining: billed, not ready");
+    assert_eq!(log.at(on_1.finished), count(1, 0, 1), "gone with its last request");
+}
+
+#[test]
+fn a_crashed_replica_is_replaced_with_a_cold_one() {
+    // 2 replicas held at 2; replica 1 crashes for good at 10 s. The 15-s evaluation finds it dead, frees
+    // its slot and starts a replacement there: up at 37 s, ready at the 40-s health check.
+    let crash = PlannedFault {
+        at: secs(10.0),
+        kind: FaultKind::Crash,
+        targets: Targets::Workers(vec![1]),
+        source: 0,
+        restart_after: None,
+        kv_survives_restart: false,
+        symptom: Symptom::Refused,
+        duration: None,
+        factor: 1.0,
+        fraction: 0.0,
+        grace: SimDuration::from_secs(30),
+        data_loss: true,
+        label: "crash w1".into(),
+    };
+    let probes = (0..4).map(|i| request(i, secs(41.0 + 0.1 * i as f64), i, 8, 10));
+    let (sim, records) = autoscaled(
+        2,
+        probes.collect(),
+        vec![crash.clone()],
+        2,
+        "min_replicas = 2\nmax_replicas = 2",
+    );
+    let out = sim.run(&mut |_| {});
+    let a = out.summary.autoscaler.as_ref().unwrap();
+    assert_eq!((a.replacements, a.scale_ups, a.scale_downs), (1, 0, 0));
+    let log = &out.collector.series.replicas;
+    assert_eq!(log.at(secs(15.0)), count(1, 1, 2), "replacement starting");
+    assert_eq!(log.at(secs(40.0)), count(2, 0, 2));
+    assert!((0..4).any(|i| by_id(&records, i).worker == Some(1)));
+    assert_eq!(out.collector.completed, 4);
+
+    // Restarted in place before the evaluation sees it (the kubelet's restart): nothing to replace.
+    let quick = PlannedFault {
+        restart_after: Some(SimDuration::from_secs(3)),
+        ..crash
+    };
+    let (sim, _) = autoscaled(
+        2,
+        vec![request(0, secs(41.0), 0, 8, 10)],
+        vec![quick],
+        2,
+        "min_replicas = 2\nmax_replicas = 2",
+    );
+    let out = sim.run(&mut |_| {});
+    assert_eq!(out.summary.autoscaler.as_ref().unwrap().replacements, 0);
+}
+
+#[test]
+fn scaled_to_zero_a_request_waits_at_the_gateway_for_a_cold_start() {
+    // One request at 1 s; the fleet is idle from the 30-s evaluation on and goes to zero at 60 s (grace
+    // 30 s). A request at 70 s finds no replica: held, a replica starts at once (22 s), is up at 92 s and
+    // ready at the 95-s health check, when the request is sent.
+    let (sim, records) = autoscaled(
+        1,
+        vec![
+            request(0, secs(1.0), 0, 8, 10),
+            request(1, secs(70.0), 1, 8, 10),
+        ],
+        Vec::new(),
+        1,
+        "min_replicas = 0\nmax_replicas = 1\nscale_down_window = \"0s\"",
+    );
+    let out = sim.run(&mut |_| {});
+    let a = out.summary.autoscaler.as_ref().unwrap();
+    let changes: Vec<_> = a.changes.iter().map(|c| (c.at_s, c.from, c.to)).collect();
+    assert_eq!(changes, [(60.0, 1, 0), (70.0, 0, 1)]);
+    let r = by_id(&records, 1);
+    assert_eq!(r.outcome, Outcome::Completed);
+    assert_eq!(r.first_scheduled, Some(secs(95.0)));
+    assert_eq!(a.cold_start_hits.requests, 1);
+    assert_eq!(a.cold_start_hits.wait_ms_max, 25_000.0);
+    let log = &out.collector.series.replicas;
+    assert_eq!(log.at(secs(65.0)), count(0, 0, 0));
+    // Billed from 0 to 60 s, then from 70 s to the end.
+    let end = out.summary.sim.simulated_s;
+    assert!((a.replica_hours * 3600.0 - (60.0 + end - 70.0)).abs() < 0.01);
+}
