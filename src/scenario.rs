@@ -529,7 +529,9 @@ impl Scenario {
     /// Worker slots of group `g`: its `count`, or with `[autoscaler]`, `max_replicas` (the slots a replica
     /// can occupy; those beyond the initial `count` start empty).
     pub fn group_slots(&self, g: &WorkerGroup) -> u32 {
-        self.autoscaler.as_ref().map_or(g.count.0, |a| a.max_replicas.0.max(g.count.0))
+        self.autoscaler
+            .as_ref()
+            .map_or(g.count.0, |a| a.max_replicas.0.max(g.count.0))
     }
 
     /// Tiers: one shared store, and tiers only where there is a prefix cache to write down.

@@ -211,7 +211,8 @@ impl AutoscalerSpec {
         if self.scale_up_pods == 0 && self.scale_up_percent.0 == 0.0 {
             return Err((
                 "scale_up_pods",
-                "with scale_up_percent = 0 too, the fleet could never grow: allow one of them".into(),
+                "with scale_up_percent = 0 too, the fleet could never grow: allow one of them"
+                    .into(),
             ));
         }
         if self.tolerance.0 >= 1.0 {
@@ -236,9 +237,7 @@ impl AutoscalerSpec {
             weight_load: self
                 .weight_load
                 .unwrap_or_else(|| SimDuration::from_secs_f64(weight_bytes / (gb_per_s * 1e9))),
-            warmup: self
-                .warmup
-                .unwrap_or(restart.engine_start + restart.warmup),
+            warmup: self.warmup.unwrap_or(restart.engine_start + restart.warmup),
         }
     }
 }

@@ -133,7 +133,9 @@ fn scale_up_policies_allow_the_larger_of_four_pods_and_doubling_per_period() {
 
 #[test]
 fn the_bounds_clamp_every_decision() {
-    let mut h = Hpa::new(spec("min_replicas = 2\nmax_replicas = 3\nscale_down_window = \"0s\""));
+    let mut h = Hpa::new(spec(
+        "min_replicas = 2\nmax_replicas = 3\nscale_down_window = \"0s\"",
+    ));
     assert_eq!(h.decide(secs(15), &obs(2, 2, 100.0)), 3);
     assert_eq!(h.decide(secs(30), &obs(3, 3, 0.0)), 2);
 }
@@ -165,7 +167,10 @@ fn bad_bounds_and_spans_are_refused_by_field() {
     assert_eq!(bad("interval = \"0s\""), "interval");
     assert_eq!(bad("scale_up_period = \"0s\""), "scale_up_period");
     assert_eq!(bad("tolerance = 1.0"), "tolerance");
-    assert_eq!(bad("scale_up_pods = 0\nscale_up_percent = 0"), "scale_up_pods");
+    assert_eq!(
+        bad("scale_up_pods = 0\nscale_up_percent = 0"),
+        "scale_up_pods"
+    );
     let kv: AutoscalerSpec =
         toml::from_str("max_replicas = 2\nmetric = \"kv_utilization\"\ntarget = 1.5").unwrap();
     assert_eq!(kv.validate().unwrap_err().0, "target");
@@ -175,7 +180,8 @@ fn bad_bounds_and_spans_are_refused_by_field() {
 #[test]
 fn the_cold_start_adds_its_terms_and_derives_the_weight_load() {
     let restart = crate::faults::RestartSpec::default();
-    let s = spec("provision = \"30s\"\nimage_pull = \"60s\"\nload_gb_per_s = 4.0\nwarmup = \"20s\"");
+    let s =
+        spec("provision = \"30s\"\nimage_pull = \"60s\"\nload_gb_per_s = 4.0\nwarmup = \"20s\"");
     let c = s.cold_start(16e9, &restart);
     assert_eq!(c.weight_load, SimDuration::from_secs(4));
     assert_eq!(c.total(), SimDuration::from_secs(114));

@@ -38,11 +38,17 @@ use crate::worker::Sequence;
 enum Slot {
     Off,
     /// Cold-starting; `generation` tells its completion from a cancelled start's.
-    Provisioning { generation: u64 },
+    Provisioning {
+        generation: u64,
+    },
     /// The process is up (since `since`).
-    Active { since: SimTime },
+    Active {
+        since: SimTime,
+    },
     /// Scaled down, finishing its requests (`epoch`: the worker's incarnation when the drain began).
-    Draining { epoch: u64 },
+    Draining {
+        epoch: u64,
+    },
 }
 
 /// What an autoscaled run needs besides the autoscaler's configuration.
@@ -112,7 +118,9 @@ impl Simulation {
                 }
             })
             .collect();
-        let billed_since = (0..n).map(|w| (w < initial).then_some(SimTime::ZERO)).collect();
+        let billed_since = (0..n)
+            .map(|w| (w < initial).then_some(SimTime::ZERO))
+            .collect();
         self.autoscale = Some(Box::new(Autoscale {
             hpa: Hpa::new(setup.spec.clone()),
             replicas: initial as u32,
@@ -236,7 +244,10 @@ impl Simulation {
                 self.crash_worker(w, Symptom::Refused, false, "worker replaced");
             }
             self.slot_off(w);
-            self.autoscale.as_mut().expect("an autoscaled run").replacements += 1;
+            self.autoscale
+                .as_mut()
+                .expect("an autoscaled run")
+                .replacements += 1;
         }
     }
 
@@ -278,7 +289,9 @@ impl Simulation {
             Slot::Off | Slot::Draining { .. } => None,
         };
         (0..a.slots.len())
-            .filter_map(|w| rank(w).map(|(k, since)| (k, std::cmp::Reverse(since), std::cmp::Reverse(w))))
+            .filter_map(|w| {
+                rank(w).map(|(k, since)| (k, std::cmp::Reverse(since), std::cmp::Reverse(w)))
+            })
             .min()
             .map(|(_, _, std::cmp::Reverse(w))| w)
     }
@@ -296,7 +309,14 @@ impl Simulation {
         if self.gateway.reset_to_unready(w) {
             self.router.on_worker_down(w);
         }
-        self.schedule(at, Class::Fault, Event::ColdStartDone { worker: w, generation });
+        self.schedule(
+            at,
+            Class::Fault,
+            Event::ColdStartDone {
+                worker: w,
+                generation,
+            },
+        );
     }
 
     /// Slot `w`'s cold start `generation` is over: its process is up, cold.
@@ -453,7 +473,12 @@ impl Simulation {
         let Some(a) = &mut self.autoscale else { return };
         let held = std::mem::take(&mut a.held);
         for (_, seq) in held {
-            self.finish_seq(seq, None, crate::metrics::record::Outcome::Failed, Some(reason));
+            self.finish_seq(
+                seq,
+                None,
+                crate::metrics::record::Outcome::Failed,
+                Some(reason),
+            );
         }
     }
 

@@ -38,7 +38,10 @@ fn autoscaled(
     faults: Vec<PlannedFault>,
     initial: u32,
     extra: &str,
-) -> (Simulation, std::sync::Arc<std::sync::Mutex<Vec<RequestRecord>>>) {
+) -> (
+    Simulation,
+    std::sync::Arc<std::sync::Mutex<Vec<RequestRecord>>>,
+) {
     let (mut sim, records) = simulation(slots, requests);
     sim.set_faults(
         FaultPlan::scheduled(faults),
@@ -86,7 +89,11 @@ fn a_step_in_load_scales_up_at_the_next_evaluation_and_serves_after_the_cold_sta
     assert_eq!(log.at(secs(29.0)), count(1, 0, 1));
     assert_eq!(log.at(secs(30.0)), count(1, 1, 2), "starting from 30 s");
     assert_eq!(log.at(secs(54.9)), count(1, 1, 2), "up at 52 s, unchecked");
-    assert_eq!(log.at(secs(55.0)), count(2, 0, 2), "ready at the 55-s health check");
+    assert_eq!(
+        log.at(secs(55.0)),
+        count(2, 0, 2),
+        "ready at the 55-s health check"
+    );
     // The burst all went to the one replica there was; the new one served only probes, at once.
     for i in 0..30 {
         assert_eq!(by_id(&records, i).worker, Some(0), "request {i}");
@@ -144,8 +151,16 @@ fn a_scale_down_waits_out_its_window_and_drains_the_newest_replica() {
     }
     let log = &out.collector.series.replicas;
     let before = SimTime(on_1.finished.0 - 1);
-    assert_eq!(log.at(before), count(1, 0, 2), "draining: billed, not ready");
-    assert_eq!(log.at(on_1.finished), count(1, 0, 1), "gone with its last request");
+    assert_eq!(
+        log.at(before),
+        count(1, 0, 2),
+        "draining: billed, not ready"
+    );
+    assert_eq!(
+        log.at(on_1.finished),
+        count(1, 0, 1),
+        "gone with its last request"
+    );
 }
 
 #[test]
