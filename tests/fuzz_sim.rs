@@ -229,17 +229,17 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
             "\n[interconnect]\nrdma_gb_per_s = {bw}\n[interconnect.replication]\nrate_threshold = {rate}\ncopies = 2\nmin_prefix_tokens = 16\n"
         )),
     ];
-    (groups, workload, router, tiers(), interconnect, gateway(), 0..i64::MAX as u64)
-        .prop_flat_map(|(groups, workload, router, tiers, interconnect, gateway, seed)| {
+    (groups, workload, router, tiers(), interconnect, gateway(), 0..i64::MAX as u64, autoscaler())
+        .prop_flat_map(|(groups, workload, router, tiers, interconnect, gateway, seed, scaler)| {
             let workers: usize = groups.iter().map(|g| g.0 as usize).sum();
             let faults = prop::collection::vec(fault(workers), 0..4);
             (
-                Just((groups, workload, router, tiers, interconnect, gateway, seed)),
+                Just((groups, workload, router, tiers, interconnect, gateway, seed, scaler)),
                 faults,
             )
         })
         .prop_map(
-            |((groups, (rate, prompt, output, duration), router, tiers, interconnect, set, seed), faults)| {
+            |((groups, (rate, prompt, output, duration), router, tiers, interconnect, set, seed, scaler), faults)| {
                 let mut t = format!(
                     "name = \"fuzz\"\nseed = {seed}\nduration = \"{duration}\"\nmax_requests = 60\n"
                 );
@@ -262,12 +262,33 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
                 );
                 t += &tiers;
                 t += &interconnect;
+                t += &scaler;
                 for f in faults {
                     t += &f;
                 }
                 (t, set)
             },
         )
+}
+
+/// An optional `[autoscaler]` (it applies only to a fleet of one group; others are rejected and skipped).
+fn autoscaler() -> impl Strategy<Value = String> {
+    prop_oneof![
+        2 => Just(String::new()),
+        1 => (
+            0u32..3,
+            1u32..6,
+            prop::sample::select(&["queue_depth", "running", "concurrency", "kv_utilization", "rps"][..]),
+            number(&["0.5", "1.0", "4.0"]),
+            span(&["500ms", "2s", "15s"]),
+            span(&["0s", "1s", "5s"]),
+            span(&["0s", "2s", "1m"]),
+            span(&["0s", "1s", "30s"]),
+        )
+            .prop_map(|(min, max, metric, target, interval, window, cold, grace)| format!(
+                "\n[autoscaler]\nmin_replicas = {min}\nmax_replicas = {max}\nmetric = \"{metric}\"\ntarget = {target}\ninterval = {interval}\nscale_down_window = {window}\nimage_pull = {cold}\nweight_load = \"1s\"\nwarmup = \"1s\"\ndrain_grace = {grace}\nscale_to_zero_grace = {grace}\n"
+            )),
+    ]
 }
 
 /// Validates and, if valid and within its limits, runs `text` with `set` to its end, checking that

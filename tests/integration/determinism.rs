@@ -48,3 +48,29 @@ fn sessions_and_jittered_traces_are_deterministic() {
     assert_eq!(a.to_json(), b.to_json());
     assert_ne!(a.ttft_ms.mean, c.ttft_ms.mean, "another seed, other jitter");
 }
+
+#[test]
+fn an_autoscaled_run_gives_the_same_bytes_and_actually_scales() {
+    // Eight minutes of the diurnal scenario: long enough for scale-ups, scale-downs and cold starts.
+    let path = scenario_path("autoscale-diurnal.toml");
+    let short = ["duration=\"8m\"".to_string()];
+    let (a, ca) = run(&Scenario::load(&path, &short).unwrap());
+    let (b, cb) = run(&Scenario::load(&path, &short).unwrap());
+    assert_eq!(a.to_json(), b.to_json(), "two autoscaled runs differ");
+    assert_eq!(
+        ca.series.to_csv(),
+        cb.series.to_csv(),
+        "timeseries.csv differs"
+    );
+    let scaler = a.autoscaler.as_ref().expect("an autoscaler block");
+    assert!(scaler.scale_ups > 0 && scaler.scale_downs > 0, "{scaler:?}");
+    let csv = String::from_utf8(ca.series.to_csv()).unwrap();
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .ends_with("replicas_ready,replicas_starting,replicas_billed,slo_attainment")
+    );
+    let r = &a.requests;
+    assert_eq!(r.arrived, r.completed + r.failed + r.rejected);
+}
