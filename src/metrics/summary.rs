@@ -973,6 +973,52 @@ impl Summary {
                 }
             );
         }
+        if let Some(a) = &self.autoscaler {
+            let att = &a.slo_attainment;
+            one_row_table(
+                &mut o,
+                "Autoscaler",
+                &[
+                    ("metric / target", format!("{} / {}", a.metric, a.target)),
+                    (
+                        "replicas: peak / mean / final",
+                        format!(
+                            "{} / {:.2} / {}",
+                            a.replicas_peak, a.replicas_mean, a.replicas_final
+                        ),
+                    ),
+                    (
+                        "scale-ups / -downs / replacements",
+                        format!("{} / {} / {}", a.scale_ups, a.scale_downs, a.replacements),
+                    ),
+                    ("cold start", format!("{:.1} s", a.cold_start.total_s)),
+                    ("replica-hours", format!("{:.3}", a.replica_hours)),
+                    (
+                        "cost",
+                        a.cost_usd.map_or("–".into(), |c| format!("${c:.2}")),
+                    ),
+                    (
+                        "held for a replica",
+                        format!(
+                            "{} (max {:.1} s)",
+                            a.cold_start_hits.requests,
+                            a.cold_start_hits.wait_ms_max / 1e3
+                        ),
+                    ),
+                    (
+                        "SLO attainment: overall / worst window",
+                        if att.windows == 0 {
+                            "–".into()
+                        } else {
+                            format!(
+                                "{:.4} / {:.4} at {:.0} s",
+                                att.overall, att.worst, att.worst_at_s
+                            )
+                        },
+                    ),
+                ],
+            );
+        }
         if let Some(d) = &self.disaggregation {
             one_row_table(
                 &mut o,

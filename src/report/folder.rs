@@ -107,7 +107,11 @@ fn read_rows(path: &Path) -> Result<Rows, FolderError> {
 
 /// `timeseries.csv`'s KV-utilisation columns, one entry per window (`None` where empty, or for every
 /// window of a folder written before the columns existed).
-fn read_kv(path: &Path) -> Result<Vec<Option<(f64, f64)>>, FolderError> {
+/// Per window: the KV utilisation (mean, max) and, for an autoscaled run, the replicas (ready,
+/// starting, billed).
+type KvAndReplicas = (Option<(f64, f64)>, Option<(u32, u32, u32)>);
+
+fn read_kv(path: &Path) -> Result<Vec<KvAndReplicas>, FolderError> {
     let name = path.display().to_string();
     let bad = |line: usize, what: String| {
         FolderError::Parquet(name.clone(), format!("line {line}: {what}"))
@@ -120,6 +124,12 @@ fn read_kv(path: &Path) -> Result<Vec<Option<(f64, f64)>>, FolderError> {
         .clone();
     let mean = head.iter().position(|h| h == "kv_util_mean");
     let max = head.iter().position(|h| h == "kv_util_max");
+    let col = |name: &str| head.iter().position(|h| h == name);
+    let replicas = [
+        col("replicas_ready"),
+        col("replicas_starting"),
+        col("replicas_billed"),
+    ];
     let mut out = Vec::new();
     for (i, rec) in r.records().enumerate() {
         let line = i + 2;
@@ -134,7 +144,16 @@ fn read_kv(path: &Path) -> Result<Vec<Option<(f64, f64)>>, FolderError> {
             }
         };
         let (m, x) = (field(mean, "kv_util_mean")?, field(max, "kv_util_max")?);
-        out.push(m.zip(x));
+        let [r, st, b] = [
+            field(replicas[0], "replicas_ready")?,
+            field(replicas[1], "replicas_starting")?,
+            field(replicas[2], "replicas_billed")?,
+        ];
+        let counts = match (r, st, b) {
+            (Some(r), Some(st), Some(b)) => Some((r as u32, st as u32, b as u32)),
+            _ => None,
+        };
+        out.push((m.zip(x), counts));
     }
     Ok(out)
 }
@@ -246,7 +265,11 @@ pub fn read(dir: &Path) -> Result<SavedRun, FolderError> {
         .iter()
         .zip(kv)
         .enumerate()
-        .map(|(i, ((h, prompt, cached), kv))| window_point(i, width_s, h, *prompt, *cached, kv))
+        .map(|(i, ((h, prompt, cached), (kv, replicas)))| {
+            let mut p = window_point(i, width_s, h, *prompt, *cached, kv);
+            p.replicas = replicas;
+            p
+        })
         .collect();
     let faults = summary
         .recovery

@@ -55,11 +55,15 @@ fn report_rebuilds_a_runs_own_page_and_plots_byte_for_byte() {
     for (scenario, set) in [
         ("quickstart.toml", vec!["duration=\"30s\""]),
         ("failure-sticky-crash.toml", vec!["duration=\"6m\""]),
+        // Replicas over time (an autoscaled run's extra columns and plot).
+        ("autoscale-diurnal.toml", vec!["duration=\"4m\""]),
     ] {
         let run = tmp.path(scenario);
         run_into(scenario, &run, &set);
         let original = page_files(&run);
         assert!(original.len() >= 8, "{scenario}: {original:?}");
+        let replicas_plot = original.iter().any(|f| f.0 == "plot-replicas.svg");
+        assert_eq!(replicas_plot, scenario.starts_with("autoscale"), "{scenario}");
         let rebuilt = tmp.path(&format!("{scenario}-rebuilt"));
         fleetsim()
             .arg("report")

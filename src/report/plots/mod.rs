@@ -7,6 +7,7 @@ pub mod chart;
 mod hit_rate_over_time;
 mod kv_over_time;
 mod recompute_by_cause;
+mod replicas_over_time;
 mod ttft_band;
 mod ttft_by_turn;
 mod ttft_cdf;
@@ -34,6 +35,9 @@ pub struct WindowPoint {
     /// KV-cache utilisation: mean over workers and the fullest worker (`timeseries.csv`'s
     /// `kv_util_mean`, `kv_util_max`).
     pub kv_util: Option<(f64, f64)>,
+    /// An autoscaled run's replicas at the window's end: ready, starting, billed (`timeseries.csv`'s
+    /// `replicas_ready`, `replicas_starting`, `replicas_billed`).
+    pub replicas: Option<(u32, u32, u32)>,
 }
 
 /// The numbers a run's plots show.
@@ -143,6 +147,7 @@ pub fn window_point(
         ttft_p95_ms: ttft.quantile(0.95).map(|v| v / 1e6),
         hit_rate: (prompt_tokens > 0).then(|| cached_tokens as f64 / prompt_tokens as f64),
         kv_util,
+        replicas: None,
     }
 }
 
@@ -156,14 +161,19 @@ impl RunPlots {
             .iter()
             .enumerate()
             .map(|(i, w)| {
-                window_point(
+                let mut p = window_point(
                     i,
                     width,
                     &w.ttft,
                     w.prompt_tokens,
                     w.cached_tokens,
                     ts.kv_window(i),
-                )
+                );
+                if !ts.replicas.is_empty() {
+                    let end = crate::time::SimTime(ts.start(i + 1).0.saturating_sub(1));
+                    p.replicas = ts.replicas.at(end).map(|c| (c.ready, c.starting, c.billed));
+                }
+                p
             })
             .collect();
         let faults = ts
@@ -227,6 +237,9 @@ impl RunPlots {
             .into_iter()
             .map(|(n, svg)| (n.to_string(), svg.into_bytes()))
             .collect();
+        if let Some(svg) = replicas_over_time::plot(self) {
+            files.push(("plot-replicas.svg".to_string(), svg?.into_bytes()));
+        }
         if let Some(band) = ttft_band::plot(self) {
             files.insert(
                 2,

@@ -1,0 +1,32 @@
+//! An autoscaled run's replicas per time-series window (at each window's end): ready, starting and
+//! billed, faults marked. No plot for a fleet without an autoscaler.
+
+use super::RunPlots;
+use super::chart::{Lines, line_chart};
+
+pub fn plot(p: &RunPlots) -> Option<Result<String, String>> {
+    if p.windows.iter().all(|w| w.replicas.is_none()) {
+        return None;
+    }
+    let line = |name: &str, f: fn((u32, u32, u32)) -> u32| {
+        let pts = p
+            .windows
+            .iter()
+            .filter_map(|w| w.replicas.map(|r| (w.mid_s, f64::from(f(r)))))
+            .collect();
+        (name.to_string(), pts)
+    };
+    Some(line_chart(&Lines {
+        title: &format!("Replicas over time: {}", p.name),
+        x_label: "simulated time (s, window midpoint; counts at the window's end)",
+        y_label: "replicas",
+        series: &[
+            line("billed", |r| r.2),
+            line("ready", |r| r.0),
+            line("starting", |r| r.1),
+        ],
+        markers: &p.faults,
+        dots: false,
+        y_range: None,
+    }))
+}
