@@ -63,7 +63,11 @@ fn report_rebuilds_a_runs_own_page_and_plots_byte_for_byte() {
         let original = page_files(&run);
         assert!(original.len() >= 8, "{scenario}: {original:?}");
         let replicas_plot = original.iter().any(|f| f.0 == "plot-replicas.svg");
-        assert_eq!(replicas_plot, scenario.starts_with("autoscale"), "{scenario}");
+        assert_eq!(
+            replicas_plot,
+            scenario.starts_with("autoscale"),
+            "{scenario}"
+        );
         let rebuilt = tmp.path(&format!("{scenario}-rebuilt"));
         fleetsim()
             .arg("report")
