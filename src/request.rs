@@ -68,6 +68,9 @@ pub struct Request {
     /// itself, which spares the worker's prefix index those blocks ([`crate::worker::kv_cache`]).
     /// `false` claims nothing.
     pub never_quoted: bool,
+    /// The model the request asks for (`model` in its workload table or trace row); `None`: whatever
+    /// the fleet serves, and any worker may take it (every scenario before requests named models).
+    pub model: Option<crate::hardware::ModelId>,
 }
 
 /// Tag mixed into the content id of a request's answer.
@@ -97,6 +100,7 @@ impl Request {
             priority: 0,
             private_tail: false,
             never_quoted: false,
+            model: None,
         }
     }
 

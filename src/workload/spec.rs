@@ -188,6 +188,11 @@ pub struct WorkloadSpec {
     #[serde(default)]
     pub skip_bad_lines: Option<bool>,
 
+    /// The model every request of this workload asks for (any kind but `mix`, whose classes name
+    /// their own); without it a request asks for no model in particular and any worker may take it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<crate::hardware::ModelId>,
+
     /// The classes of a traffic mix (`mix`), in `[[workload.classes]]` order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub classes: Option<Vec<super::mix::ClassSpec>>,
@@ -452,6 +457,14 @@ impl WorkloadSpec {
     /// only when the workload is built.
     pub fn validate(&self) -> Result<(), Field> {
         self.check_keys()?;
+        if self.kind == WorkloadKind::Mix && self.model.is_some() {
+            return Err((
+                "workload.model".into(),
+                "a mix's requests take the model of their class: set `model` in each \
+                 [workload.classes.traffic] table instead"
+                    .into(),
+            ));
+        }
         match self.kind {
             WorkloadKind::Poisson | WorkloadKind::Gamma => self.open_loop().map(|_| ()),
             WorkloadKind::Sessions => self.sessions().map(|_| ()),
@@ -528,6 +541,13 @@ impl WorkloadSpec {
             WorkloadKind::Mix => {
                 return super::mix::Mix::build(self.class_list(), seed, end, max_requests);
             }
+        };
+        let workload = match self.model {
+            Some(model) => Box::new(super::ForModel {
+                inner: workload,
+                model,
+            }),
+            None => workload,
         };
         Ok(BuiltWorkload { workload, notes })
     }
