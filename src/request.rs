@@ -104,6 +104,20 @@ impl Request {
         }
     }
 
+    /// This request asking for `model`. Its content ids, and its answer's, are renamed under the
+    /// model, so that no KV block of one model hashes like one of another (the same text through two
+    /// models is two caches); every request of a workload or trace is renamed alike, so a turn that
+    /// quotes an earlier one still matches it.
+    pub fn for_model(mut self, model: crate::hardware::ModelId) -> Self {
+        let salt = crate::rng::fnv1a(format!("model/{}", model.as_str()).as_bytes());
+        for seg in &mut self.segments {
+            seg.content = splitmix64(seg.content ^ salt);
+        }
+        self.answer_content = splitmix64(self.answer_content ^ salt);
+        self.model = Some(model);
+        self
+    }
+
     /// Marks the last segment as this request's own text ([`Request::private_tail`]).
     pub fn with_private_tail(mut self) -> Self {
         self.private_tail = true;

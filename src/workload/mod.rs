@@ -83,16 +83,20 @@ pub(crate) fn test_record(
     }
 }
 
-/// A workload whose every request, follow-ups included, asks for `model` (`[workload] model = ...`).
+/// A workload whose every request, follow-ups included, asks for `model` (`[workload] model = ...`),
+/// its content renamed under the model ([`Request::for_model`]).
 pub struct ForModel {
     pub inner: Box<dyn Workload>,
     pub model: crate::hardware::ModelId,
 }
 
 impl ForModel {
-    fn tag(&self, mut r: Request) -> Request {
-        r.model = Some(self.model);
-        r
+    /// A trace row that names its own model keeps it.
+    fn tag(&self, r: Request) -> Request {
+        match r.model {
+            Some(_) => r,
+            None => r.for_model(self.model),
+        }
     }
 }
 

@@ -189,7 +189,8 @@ pub struct WorkloadSpec {
     pub skip_bad_lines: Option<bool>,
 
     /// The model every request of this workload asks for (any kind but `mix`, whose classes name
-    /// their own); without it a request asks for no model in particular and any worker may take it.
+    /// their own; a trace row that names its own model keeps it); without it a request asks for no
+    /// model in particular and any worker may take it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<crate::hardware::ModelId>,
 
@@ -565,7 +566,12 @@ impl WorkloadSpec {
     ) -> Result<Box<dyn Iterator<Item = Result<TraceRow, TraceError>> + Send>, String> {
         let field = |(path, message): Field| format!("{path}: {message}");
         let stream = || rng::stream(seed, "workload");
-        Ok(match self.kind {
+        let model = self.model;
+        let named = move |mut row: TraceRow| {
+            row.model = row.model.or(model);
+            row
+        };
+        let rows: Box<dyn Iterator<Item = Result<TraceRow, TraceError>> + Send> = match self.kind {
             WorkloadKind::Poisson | WorkloadKind::Gamma => {
                 let cfg = self.open_loop().map_err(field)?;
                 let mut w = OpenLoop::new(&cfg, stream(), end, max_requests);
@@ -602,7 +608,8 @@ impl WorkloadSpec {
                     }),
                 )
             }
-        })
+        };
+        Ok(Box::new(rows.map(move |r| r.map(named))))
     }
 
     /// The directory relative paths resolve against.
