@@ -171,7 +171,7 @@ impl ModelCounters {
 
     /// The summary at the end of the run (`end`).
     pub fn summary(&self, end: SimTime) -> ModelsSummary {
-        let round = |x: f64| (x * 1e6).round() / 1e6;
+        let round = |x: f64| (x * 1e6).round() / 1e6 + 0.0; // + 0.0: an empty sum is -0.0
         ModelsSummary {
             swaps: self.swaps.len() as u64,
             swaps_cut_short: self.swaps.iter().filter(|r| !r.completed).count() as u64,
