@@ -284,3 +284,42 @@ load_gb_per_s = 20
     assert!(records.lock().unwrap().iter().all(|r| r.worker == Some(0)));
     assert_eq!(out.summary.models.unwrap().swaps, 0);
 }
+
+#[test]
+fn bad_model_keys_name_the_file_line_and_field() {
+    let cases = [
+        (
+            "models = [\"qwen3-8b\"]",
+            "models = [\"llama-3.1-8b\"]",
+            "lists llama-3.1-8b twice",
+        ),
+        (
+            "models = [\"qwen3-8b\"]",
+            "models = [\"gpt-5\"]",
+            "unknown name `gpt-5`",
+        ),
+        (
+            "models = [\"qwen3-8b\"]",
+            "models = [\"llama-3.1-70b\"]",
+            "does not fit",
+        ),
+        (
+            "load_gb_per_s = 20",
+            "load_gb_per_s = 1e-300",
+            "swaps.load_gb_per_s",
+        ),
+        ("load_gb_per_s = 20", "load_from = \"floppy\"", "floppy"),
+        (
+            "load_gb_per_s = 20",
+            "load_gb_per_s = 20\n[tiers.host]\ncapacity_gb = 64.0\nread_gb_per_s = 25.0\nwrite_gb_per_s = 25.0\nlatency = \"10us\"",
+            "not supported with swaps",
+        ),
+    ];
+    for (from, to, want) in cases {
+        let text = FLEET.replace(from, to);
+        let e = Scenario::parse(&text, "swap.toml", &[]).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("swap.toml:"), "{to}: {msg}");
+        assert!(msg.contains(want), "{to}: {msg}");
+    }
+}
