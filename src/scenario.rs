@@ -238,6 +238,11 @@ impl WorkerGroup {
         }
     }
 
+    /// Whether the group's workers serve `m` or may load it.
+    pub fn may_serve(&self, m: ModelId) -> bool {
+        self.model == m || self.models.contains(&m)
+    }
+
     /// The engine parameters of each worker in the group.
     pub fn engine(&self) -> EngineParams {
         EngineParams {

@@ -337,11 +337,7 @@ impl Simulation {
         sim.set_disaggregation(s);
         sim.placement = placement::Placement::of(s)?.map(Box::new);
         for (m, at) in s.requested_models() {
-            if !s
-                .workers
-                .iter()
-                .any(|g| g.model == m || g.models.contains(&m))
-            {
+            if !s.workers.iter().any(|g| g.may_serve(m)) {
                 sim.notes.push(format!(
                     "{at} = \"{}\": no worker group serves or may load it; its requests are \
                      rejected (`model_not_served`)",

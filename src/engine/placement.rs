@@ -38,8 +38,8 @@ struct Loadable {
 struct Swap {
     to: ModelId,
     decided: SimTime,
-    /// When the unload began (the drain ended); `None` while draining.
-    loading: Option<SimTime>,
+    /// Whether the unload began (the drain ended).
+    loading: bool,
 }
 
 /// The fleet's models: what each worker serves and may serve, swaps, held requests.
@@ -184,12 +184,7 @@ impl Simulation {
                         && p.may_serve(w, m)
                 });
                 if let Some(w) = idle.min_by_key(|&w| (p.copies(w) <= 1, p.last_used[w], w)) {
-                    p.swapping[w] = Some(Swap {
-                        to: m,
-                        decided: self.now,
-                        loading: None,
-                    });
-                    self.begin_swap_if_drained(w);
+                    self.start_swap(w, m);
                 }
             }
             return Some(seq);
@@ -214,14 +209,21 @@ impl Simulation {
             // and the gateway retries after its backoff.
             return Some(seq);
         };
-        p.swapping[w] = Some(Swap {
-            to: m,
-            decided: self.now,
-            loading: None,
-        });
         p.hold(m, seq);
-        self.begin_swap_if_drained(w);
+        self.start_swap(w, m);
         None
+    }
+
+    /// Worker `w` is to serve `m`: it is routed nothing from now on, and swaps once drained.
+    fn start_swap(&mut self, w: usize, m: ModelId) {
+        if let Some(p) = self.placement.as_deref_mut() {
+            p.swapping[w] = Some(Swap {
+                to: m,
+                decided: self.now,
+                loading: false,
+            });
+        }
+        self.begin_swap_if_drained(w);
     }
 
     /// Notes that a request was routed to `w` (its model's recency there).
@@ -238,7 +240,7 @@ impl Simulation {
         let Some(p) = self.placement.as_deref_mut() else {
             return;
         };
-        let Some(swap) = p.swapping[w].filter(|s| s.loading.is_none()) else {
+        let Some(swap) = p.swapping[w].filter(|s| !s.loading) else {
             return;
         };
         if self.truth[w] != Truth::Up {
@@ -254,7 +256,7 @@ impl Simulation {
             p.loadable(w, swap.to).perf.weight_bytes_per_gpu(),
         );
         p.swapping[w] = Some(Swap {
-            loading: Some(self.now),
+            loading: true,
             ..swap
         });
         p.counters.unloaded(self.now, from.as_str());
@@ -314,7 +316,7 @@ impl Simulation {
         let Some(swap) = p.swapping[w].take() else {
             return;
         };
-        if swap.loading.is_some() {
+        if swap.loading {
             p.counters.on_swap_cut_short(w);
             p.counters.loaded(self.now, p.resident[w].as_str());
         }
