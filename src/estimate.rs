@@ -222,6 +222,7 @@ fn simulate(
         tiers: Default::default(),
         interconnect: Default::default(),
         prices: Default::default(),
+        swaps: Default::default(),
         meta: Default::default(),
         autoscaler: None,
     };

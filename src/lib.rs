@@ -51,6 +51,7 @@ pub mod hardware;
 pub mod limits;
 pub mod metrics;
 pub mod output;
+pub mod placement;
 pub mod progress;
 pub mod report;
 pub mod request;

@@ -68,6 +68,9 @@ pub struct Request {
     /// itself, which spares the worker's prefix index those blocks ([`crate::worker::kv_cache`]).
     /// `false` claims nothing.
     pub never_quoted: bool,
+    /// The model the request asks for (`model` in its workload table or trace row); `None`: whatever
+    /// the fleet serves, and any worker may take it (every scenario before requests named models).
+    pub model: Option<crate::hardware::ModelId>,
 }
 
 /// Tag mixed into the content id of a request's answer.
@@ -97,7 +100,22 @@ impl Request {
             priority: 0,
             private_tail: false,
             never_quoted: false,
+            model: None,
         }
+    }
+
+    /// This request asking for `model`. Its content ids, and its answer's, are renamed under the
+    /// model, so that no KV block of one model hashes like one of another (the same text through two
+    /// models is two caches); every request of a workload or trace is renamed alike, so a turn that
+    /// quotes an earlier one still matches it.
+    pub fn for_model(mut self, model: crate::hardware::ModelId) -> Self {
+        let salt = crate::rng::fnv1a(format!("model/{}", model.as_str()).as_bytes());
+        for seg in &mut self.segments {
+            seg.content = splitmix64(seg.content ^ salt);
+        }
+        self.answer_content = splitmix64(self.answer_content ^ salt);
+        self.model = Some(model);
+        self
     }
 
     /// Marks the last segment as this request's own text ([`Request::private_tail`]).

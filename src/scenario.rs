@@ -73,6 +73,12 @@ pub struct Scenario {
     /// ([`crate::hardware::price`]) for `fleetsim size`.
     #[serde(default)]
     pub prices: BTreeMap<GpuId, crate::config::Positive>,
+    /// What it costs a worker to change its model (`[swaps]`; for groups that list `models`).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::placement::SwapSpec::is_default"
+    )]
+    pub swaps: crate::placement::SwapSpec,
     /// Notes that give the scenario's result an expiry date (`[meta]`); copied into `run_info.json`, never
     /// read by the simulation.
     #[serde(default)]
@@ -129,7 +135,12 @@ impl<'de> Deserialize<'de> for Domains {
 pub struct WorkerGroup {
     pub count: PositiveInt,
     pub gpu: GpuId,
+    /// The model the group's workers serve (and, with `models`, the one they start with).
     pub model: ModelId,
+    /// Other models the workers may load in place of the one they serve (a swap, `[swaps]`); a
+    /// worker serves one model at a time ([`crate::placement`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ModelId>,
     /// Tensor-parallel degree (GPUs per replica).
     #[serde(default = "one")]
     pub tp: PositiveInt,
@@ -207,6 +218,7 @@ impl WorkerGroup {
             count: PositiveInt(1),
             gpu,
             model,
+            models: Vec::new(),
             tp: PositiveInt(tp),
             precision,
             max_num_batched_tokens: PositiveInt(
@@ -227,6 +239,11 @@ impl WorkerGroup {
             prefill_workers: 0,
             node: None,
         }
+    }
+
+    /// Whether the group's workers serve `m` or may load it.
+    pub fn may_serve(&self, m: ModelId) -> bool {
+        self.model == m || self.models.contains(&m)
     }
 
     /// The engine parameters of each worker in the group.
@@ -449,6 +466,7 @@ impl Scenario {
         self.validate_disaggregation()?;
         self.validate_replication()?;
         self.validate_autoscaler()?;
+        self.validate_models()?;
         if self.faults.is_empty() {
             return self.validate_router();
         }
@@ -503,6 +521,14 @@ impl Scenario {
                     .into(),
             ));
         }
+        if !g.models.is_empty() {
+            return Err((
+                "autoscaler".into(),
+                "a worker group that swaps models (`models`) cannot be autoscaled yet: remove \
+                 `models` from the group, or the [autoscaler] section"
+                    .into(),
+            ));
+        }
         if g.start_at.is_some() {
             return Err((
                 "workers[0].start_at".into(),
@@ -532,6 +558,98 @@ impl Scenario {
         self.autoscaler
             .as_ref()
             .map_or(g.count.0, |a| a.max_replicas.0.max(g.count.0))
+    }
+
+    /// Models a group may swap to: each fits the group's GPUs, and the features that assume a worker's
+    /// model never changes are off.
+    fn validate_models(&self) -> Result<(), (String, String)> {
+        self.swaps
+            .validate()
+            .map_err(|(f, m)| (format!("swaps.{f}"), m))?;
+        for (i, g) in self.workers.iter().enumerate() {
+            let at = |f: &str| format!("workers[{i}].{f}");
+            for (k, &m) in g.models.iter().enumerate() {
+                if m == g.model || g.models[..k].contains(&m) {
+                    return Err((
+                        at("models"),
+                        format!(
+                            "lists {} twice (with `model`, every model once)",
+                            m.as_str()
+                        ),
+                    ));
+                }
+                let mut other = g.clone();
+                other.model = m;
+                other.loaded_profile = None;
+                other.kv_blocks().map_err(|e| (at("models"), e))?;
+            }
+            if g.models.is_empty() {
+                continue;
+            }
+            let refuse = |f: &str, why: &str| -> Result<(), (String, String)> {
+                Err((
+                    at(f),
+                    format!("{why}: not supported with `models` (swaps) yet"),
+                ))
+            };
+            if g.kv_blocks.is_some() {
+                refuse("kv_blocks", "one KV capacity for every model")?;
+            }
+            if g.profile.is_some() {
+                refuse("profile", "a step-time profile describes one model")?;
+            }
+            if g.role != crate::worker::role::Role::Both || g.prefill_workers > 0 {
+                refuse("role", "prefill/decode disaggregation")?;
+            }
+        }
+        if !self.workers.iter().any(|g| !g.models.is_empty()) {
+            return Ok(());
+        }
+        let why = "a swap wipes a worker's KV cache";
+        if self.tiers.any() {
+            return Err((
+                "tiers".into(),
+                format!("{why}; KV tiers below it are not supported with swaps yet"),
+            ));
+        }
+        if self.interconnect.replication.is_some() {
+            return Err((
+                "interconnect.replication".into(),
+                format!("{why}; hot-prefix replication is not supported with swaps yet"),
+            ));
+        }
+        if self.gateway.session_state != SessionState::Client {
+            return Err((
+                "gateway.session_state".into(),
+                format!("{why}; only session_state = \"client\" is supported with swaps yet"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The models the workload's requests name, in order of first mention, with where.
+    pub fn requested_models(&self) -> Vec<(ModelId, String)> {
+        let mut out: Vec<(ModelId, String)> = Vec::new();
+        let mut add = |m: Option<ModelId>, at: String| {
+            if let Some(m) = m
+                && !out.iter().any(|(x, _)| *x == m)
+            {
+                out.push((m, at));
+            }
+        };
+        add(self.workload.model, "workload.model".into());
+        for (k, c) in self.workload.class_list().iter().enumerate() {
+            add(
+                c.traffic.model,
+                format!("workload.classes[{k}].traffic.model"),
+            );
+        }
+        out
+    }
+
+    /// Whether requests are placed by model: some group may swap, or the workload names a model.
+    pub fn places_models(&self) -> bool {
+        self.workers.iter().any(|g| !g.models.is_empty()) || !self.requested_models().is_empty()
     }
 
     /// Tiers: one shared store, and tiers only where there is a prefix cache to write down.

@@ -291,6 +291,14 @@ impl Hpa {
         }
     }
 
+    /// The HPA as the controller first sees its target at `at` with `replicas` running: that count is
+    /// recorded as a recommendation (`recordInitialRecommendation` in the source cited above), so the
+    /// deployment's starting size holds for one `scale_down_window` before load can shrink it.
+    pub fn seeded(mut self, replicas: u32, at: SimTime) -> Self {
+        self.recommendations.push((at, replicas));
+        self
+    }
+
     /// The metric's raw recommendation (before stabilisation and limits).
     pub fn raw(&self, o: &Observation) -> u32 {
         let target = self.spec.target.0;
@@ -346,23 +354,25 @@ impl Hpa {
     /// HPA's stabilisation: a scale-up to the smallest raw recommendation of the last `scale_up_window`,
     /// a scale-down to the largest of the last `scale_down_window` (both including `raw`, recorded now).
     fn stabilise(&mut self, now: SimTime, current: u32, raw: u32) -> u32 {
-        let after = |w: SimDuration| SimTime(now.0.saturating_sub(w.0));
+        // Kubernetes keeps a recommendation while its timestamp is strictly after `now - window`; a
+        // window reaching back before t = 0 keeps everything (`None`: no cutoff yet).
+        let cut = |w: SimDuration| now.0.checked_sub(w.0).map(SimTime);
+        let within = |t: SimTime, cut: Option<SimTime>| cut.is_none_or(|c| t > c);
         let (up_cut, down_cut) = (
-            after(self.spec.scale_up_window),
-            after(self.spec.scale_down_window),
+            cut(self.spec.scale_up_window),
+            cut(self.spec.scale_down_window),
         );
         let (mut up, mut down) = (raw, raw);
         for &(t, r) in &self.recommendations {
-            // Kubernetes keeps a recommendation while its timestamp is strictly after the cutoff.
-            if t > up_cut {
+            if within(t, up_cut) {
                 up = up.min(r);
             }
-            if t > down_cut {
+            if within(t, down_cut) {
                 down = down.max(r);
             }
         }
-        let keep = up_cut.min(down_cut);
-        self.recommendations.retain(|&(t, _)| t > keep);
+        self.recommendations
+            .retain(|&(t, _)| within(t, up_cut) || within(t, down_cut));
         self.recommendations.push((now, raw));
         current.max(up).min(down)
     }

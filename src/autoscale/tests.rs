@@ -98,6 +98,20 @@ fn a_scale_up_acts_at_once_and_a_scale_down_waits_out_its_window() {
 }
 
 #[test]
+fn the_starting_replica_count_holds_for_one_scale_down_window() {
+    // As Kubernetes' recordInitialRecommendation: 4 replicas at t = 0 count as a recommendation.
+    let mut h = Hpa::new(spec("scale_down_window = \"60s\"")).seeded(4, secs(0));
+    // No load from the start: raw 1, but the 4 recorded at 0 s is in the window.
+    assert_eq!(h.decide(secs(15), &obs(4, 4, 0.0)), 4);
+    assert_eq!(h.decide(secs(45), &obs(4, 4, 0.0)), 4);
+    // 60 s: the cutoff is 0 s and the seed is not strictly after it.
+    assert_eq!(h.decide(secs(60), &obs(4, 4, 0.0)), 1);
+    // Unseeded, the same load shrinks the fleet at the first evaluation.
+    let mut h = Hpa::new(spec("scale_down_window = \"60s\""));
+    assert_eq!(h.decide(secs(15), &obs(4, 4, 0.0)), 1);
+}
+
+#[test]
 fn a_scale_down_goes_to_the_largest_recommendation_in_the_window() {
     let mut h = Hpa::new(spec("scale_down_window = \"30s\""));
     assert_eq!(h.decide(secs(15), &obs(8, 8, 32.0)), 8); // ratio 1

@@ -122,7 +122,7 @@ impl Simulation {
             .map(|w| (w < initial).then_some(SimTime::ZERO))
             .collect();
         self.autoscale = Some(Box::new(Autoscale {
-            hpa: Hpa::new(setup.spec.clone()),
+            hpa: Hpa::new(setup.spec.clone()).seeded(initial as u32, SimTime::ZERO),
             replicas: initial as u32,
             setup,
             slots,
@@ -469,7 +469,7 @@ impl Simulation {
     }
 
     /// Requests still held when the run stops fail with `reason`.
-    pub(super) fn fail_held(&mut self, reason: &'static str) {
+    pub(super) fn fail_autoscale_held(&mut self, reason: &'static str) {
         let Some(a) = &mut self.autoscale else { return };
         let held = std::mem::take(&mut a.held);
         for (_, seq) in held {

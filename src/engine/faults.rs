@@ -120,7 +120,7 @@ impl Simulation {
     }
 
     /// Passes a change of the gateway's belief on to the router.
-    fn apply_belief(&mut self, w: usize, change: BeliefChange) {
+    pub(super) fn apply_belief(&mut self, w: usize, change: BeliefChange) {
         if change == BeliefChange::MarkedDown {
             self.router.on_worker_down(w);
         }
@@ -326,12 +326,13 @@ impl Simulation {
         reason: &'static str,
     ) {
         let (lost, hashes) = self.workers[w].crash(keep_kv);
+        self.truth[w] = Truth::Down(symptom);
+        self.cut_swap_short(w, false);
         if let Some(tiers) = &mut self.tiers
             && !keep_kv
         {
             tiers.on_crash(w);
         }
-        self.truth[w] = Truth::Down(symptom);
         self.lost.extend(hashes);
         if self.router.is_oracle() && !keep_kv {
             self.router.on_worker_down(w);
@@ -400,6 +401,18 @@ impl Simulation {
         self.truth[w] = Truth::Up;
         let up = self.workers_up();
         self.collector.on_workers_up(self.now, up);
+    }
+
+    /// Requests the gateway still holds for a model swap when nothing more can happen: they fail with
+    /// `reason`, counted, instead of vanishing.
+    pub(super) fn fail_held(&mut self, reason: &'static str) {
+        let held = match self.placement.as_deref_mut() {
+            Some(p) => p.take_all_held(),
+            None => return,
+        };
+        for seq in held {
+            self.finish_seq(seq, None, Outcome::Failed, Some(reason));
+        }
     }
 
     /// Requests still on a worker when nothing more can happen (a worker whose memory was taken away

@@ -21,6 +21,7 @@ mod faults;
 mod fleet;
 mod offload;
 mod peer;
+mod placement;
 pub mod profile;
 pub mod queue;
 mod replication;
@@ -128,6 +129,8 @@ enum Event {
     Restart { worker: usize, fault: usize },
     /// `worker` starts late (scale-up).
     Start(usize),
+    /// Swapping `worker` (incarnation `epoch`) has loaded its new model (`placement.rs`).
+    SwapDone { worker: usize, epoch: u64 },
     /// The gateway checks every worker's health.
     HealthCheck,
     /// The autoscaler evaluates (`autoscale.rs`).
@@ -282,6 +285,9 @@ pub struct Simulation {
     replication: Option<Box<replication::Replication>>,
     /// The autoscaler's replica slots and held requests (`autoscale.rs`); `None` unless `[autoscaler]`.
     autoscale: Option<Box<autoscale::Autoscale>>,
+    /// Requests placed by model, and swaps (`placement.rs`); `None` unless a request names a model
+    /// or a group may swap.
+    placement: Option<Box<placement::Placement>>,
 }
 
 impl Simulation {
@@ -354,6 +360,16 @@ impl Simulation {
         }
         sim.set_tiers(s.tiers.clone());
         sim.set_disaggregation(s);
+        sim.placement = placement::Placement::of(s)?.map(Box::new);
+        for (m, at) in s.requested_models() {
+            if !s.workers.iter().any(|g| g.may_serve(m)) {
+                sim.notes.push(format!(
+                    "{at} = \"{}\": no worker group serves or may load it; its requests are \
+                     rejected (`model_not_served`)",
+                    m.as_str()
+                ));
+            }
+        }
         sim.replication = s.interconnect.replication.as_ref().map(|r| {
             let block_size = sim.workers[0].params.block_size;
             Box::new(replication::Replication::new(r, block_size))
@@ -413,16 +429,8 @@ impl Simulation {
         let blocks: Vec<u32> = workers.iter().map(|w| w.pool.total()).collect();
         let block_size = workers.first().map_or(16, |w| w.params.block_size);
         let mut router = Router::new(router, seed, &blocks, block_size);
-        let profiles: Vec<crate::routing::WorkerProfile> = workers
-            .iter()
-            .map(|w| crate::routing::WorkerProfile {
-                perf: w.perf.clone(),
-                max_num_batched_tokens: w.params.max_num_batched_tokens,
-                max_num_seqs: w.params.max_num_seqs,
-                block_size: w.params.block_size,
-                total_blocks: w.pool.total(),
-            })
-            .collect();
+        let profiles: Vec<crate::routing::WorkerProfile> =
+            workers.iter().map(worker_profile).collect();
         router.set_fleet(&crate::routing::FleetInfo {
             workers: &profiles,
             targets: crate::routing::LatencyTargets {
@@ -484,6 +492,7 @@ impl Simulation {
             disagg: None,
             replication: None,
             autoscale: None,
+            placement: None,
         }
     }
 
@@ -643,6 +652,7 @@ impl Simulation {
                 } => self.on_drain_deadline(worker, epoch, fault),
                 Event::Restart { worker, fault } => self.on_restart(worker, fault),
                 Event::Start(w) => self.on_start(w),
+                Event::SwapDone { worker, epoch } => self.on_swap_done(worker, epoch),
                 Event::HealthCheck => self.on_health_check(),
                 Event::Autoscale => self.on_autoscale_tick(),
                 Event::ColdStartDone { worker, generation } => {
@@ -654,6 +664,7 @@ impl Simulation {
             }
         }
         self.fail_stranded("never served: the worker could not admit it");
+        self.fail_held("never served: held for a model swap that never completed");
         for i in 0..self.plan.len() {
             // A scheduled fault the run ended before (a random failure's next draw past the end is
             // not a fault that vanished: it is where its stream happened to stop).
@@ -721,8 +732,9 @@ impl Simulation {
             self.finish_seq(*seq, None, Outcome::Failed, Some(BUDGET_REASON));
         }
         self.foreground = 0;
-        self.fail_held(BUDGET_REASON);
+        self.fail_autoscale_held(BUDGET_REASON);
         self.fail_stranded(BUDGET_REASON);
+        self.fail_held(BUDGET_REASON);
     }
 
     /// Queues `event` at `at`, counting foreground events. Step ends are ranked by worker, so that
@@ -799,6 +811,10 @@ impl Simulation {
         if let Some(stage) = stage {
             self.mask_for(stage);
         }
+        let Some(mut seq) = self.place_by_model(seq) else {
+            self.prof.stop(Phase::Routing, t);
+            return;
+        };
         self.prof.stop(Phase::Routing, t);
         let t = self.prof.start();
         // A request no worker could ever hold is turned away before its blocks are hashed: that costs
@@ -874,6 +890,7 @@ impl Simulation {
             self.replicate_hot(&hashes[..prompt_blocks]);
         }
         let w = decision.worker;
+        self.note_model_routed(w);
         seq.prefill_only = stage == Some(disagg::Stage::Prefill) && self.is_prefill_worker(w);
         self.prof.stop(Phase::Routing, t);
         // Settled before its cache is read: a run across blocks changes the cache as it goes.
@@ -1169,6 +1186,7 @@ impl Simulation {
         if self.autoscale.is_some() {
             self.autoscale_after_step(w);
         }
+        self.begin_swap_if_drained(w);
     }
 
     /// Keeps what session `session`'s turn `seq`, completed on `w`, leaves for the next turn (its
@@ -1267,6 +1285,10 @@ impl Simulation {
             reason,
             class: r.class,
         };
+        self.note_model_finished(
+            record.id,
+            record.first_token.map(|f| f.since(record.arrival)),
+        );
         let t = self.prof.start();
         self.collector.on_finished(&record);
         if let Some(log) = &mut self.request_log {
@@ -1369,6 +1391,7 @@ impl Simulation {
         summary.peer_transfer = self.peer_summary();
         summary.replication = self.replication_summary();
         summary.autoscaler = self.autoscale_summary(self.now);
+        summary.models = (self.placement.as_ref()).map(|p| p.counters.summary(self.now));
         RunOutput {
             summary,
             bench,
@@ -1430,6 +1453,17 @@ const IN_FLIGHT_MARGIN: SimDuration = SimDuration::from_secs(120);
 /// The earliest arrival whose timeline a run with `faults` keeps: the recovery baseline and a margin
 /// before the first scheduled fault, or the start when a fault is random (its time is drawn later).
 /// Keeping only those (48 bytes a request) spares a long run with a late fault most of that memory.
+/// What the gateway is configured with about worker `w`.
+fn worker_profile(w: &Worker) -> crate::routing::WorkerProfile {
+    crate::routing::WorkerProfile {
+        perf: w.perf.clone(),
+        max_num_batched_tokens: w.params.max_num_batched_tokens,
+        max_num_seqs: w.params.max_num_seqs,
+        block_size: w.params.block_size,
+        total_blocks: w.pool.total(),
+    }
+}
+
 fn timeline_cutoff(faults: &[PlannedFault], stochastic: bool, c: &Collector) -> SimTime {
     let first = faults.iter().map(|f| f.at).min().unwrap_or(SimTime::ZERO);
     if stochastic {
@@ -1467,5 +1501,7 @@ fn worker_energy_j(w: &Worker, end_s: f64) -> f64 {
 mod autoscale_tests;
 #[cfg(test)]
 mod fault_tests;
+#[cfg(test)]
+mod placement_tests;
 #[cfg(test)]
 mod tests;

@@ -12,9 +12,9 @@ use crate::time::SimDuration;
 use crate::worker::EngineParams;
 
 /// A workload that replays a fixed list of requests and keeps every finished request's record.
-struct Scripted {
-    pending: VecDeque<Request>,
-    records: Arc<Mutex<Vec<RequestRecord>>>,
+pub(super) struct Scripted {
+    pub(super) pending: VecDeque<Request>,
+    pub(super) records: Arc<Mutex<Vec<RequestRecord>>>,
 }
 
 impl Workload for Scripted {

@@ -66,6 +66,10 @@ pub struct Summary {
     /// Hot prefixes copied to more workers; absent unless `[interconnect.replication]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replication: Option<ReplicationSummary>,
+    /// Requests placed by model: swaps, held requests, replicas per model (when a request names a
+    /// model or a worker group may swap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models: Option<super::models::ModelsSummary>,
     /// The headline numbers of this run's no-fault twin (the same scenario and seeds without its
     /// faults), against which `recovery[]` is judged; absent without faults or with `--no-twin`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -737,6 +741,7 @@ impl Summary {
             disaggregation: None,
             peer_transfer: None,
             replication: None,
+            models: None,
             twin: None,
             meta: None,
             replications: None,

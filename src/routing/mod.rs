@@ -176,6 +176,10 @@ pub trait RoutingPolicy: Send {
     /// worker's step model and engine limits, and the latency targets.
     fn on_fleet(&mut self, _fleet: &FleetInfo) {}
 
+    /// Told that worker `w` now runs another configuration (a model swap): its step model and KV
+    /// capacity are `profile` from now on. Nothing in flight on it (a worker swaps only when idle).
+    fn on_worker_profile(&mut self, _w: usize, _profile: &WorkerProfile) {}
+
     /// Told, with the time, what the gateway saw of a request it routed: its first token, then its
     /// end. The same information as [`RoutingPolicy::on_first_token`] and
     /// [`RoutingPolicy::on_finished`], timed, for policies that learn latencies.

@@ -331,6 +331,12 @@ impl RoutingPolicy for PredictedLatency {
         self.drain_s = vec![0.0; fleet.workers.len()];
     }
 
+    fn on_worker_profile(&mut self, w: usize, profile: &WorkerProfile) {
+        if let Some(p) = self.profiles.get_mut(w) {
+            *p = profile.clone();
+        }
+    }
+
     fn route(&mut self, input: &RouteInput, rng: &mut SimRng) -> Option<Decision> {
         let (t_ttft, t_tpot) = self.target_seconds();
         let w_tpot = self.params.tpot_weight.0;

@@ -265,6 +265,11 @@ impl Router {
         self.policy.on_fleet(fleet);
     }
 
+    /// Worker `w` now runs the configuration `profile` describes (a model swap).
+    pub fn set_worker_profile(&mut self, w: usize, profile: &super::WorkerProfile) {
+        self.policy.on_worker_profile(w, profile);
+    }
+
     /// The first token of `request` (an id) routed by this router came back from `worker` at `now`.
     pub fn on_first_token(&mut self, now: SimTime, request: u64, worker: usize) {
         self.policy.on_first_token(request, worker);

@@ -675,6 +675,27 @@ impl Worker {
         self.stall();
     }
 
+    /// The worker now serves another model (a swap, [`crate::placement`]): step times from `perf`, a
+    /// KV cache of `blocks` blocks, empty. Only an idle worker swaps (it has drained); what it
+    /// computed before is gone, as after a crash that lost its cache, and nothing begun before counts.
+    pub fn load_model(&mut self, perf: PerfModel, blocks: u32) {
+        assert!(
+            self.outstanding() == 0 && !self.in_step,
+            "worker {} swaps its model with requests on it",
+            self.id
+        );
+        self.stall();
+        let events = self.pool.records_events();
+        self.pool = BlockPool::new(blocks, self.params.block_size);
+        if events {
+            self.pool.record_events();
+        }
+        self.reserved.clear();
+        self.kv_reserve_target = self.kv_reserve_target.min(blocks);
+        self.wipes += 1;
+        self.perf = perf;
+    }
+
     /// Takes request `id` off the worker (a gateway timeout), releasing its blocks.
     pub fn remove(&mut self, id: crate::request::RequestId) -> Option<Sequence> {
         debug_assert!(

@@ -82,3 +82,44 @@ pub(crate) fn test_record(
         ..RequestRecord::for_test(r.id, r.arrival, finished, outcome)
     }
 }
+
+/// A workload whose every request, follow-ups included, asks for `model` (`[workload] model = ...`),
+/// its content renamed under the model ([`Request::for_model`]).
+pub struct ForModel {
+    pub inner: Box<dyn Workload>,
+    pub model: crate::hardware::ModelId,
+}
+
+impl ForModel {
+    /// A trace row that names its own model keeps it.
+    fn tag(&self, r: Request) -> Request {
+        match r.model {
+            Some(_) => r,
+            None => r.for_model(self.model),
+        }
+    }
+}
+
+impl Workload for ForModel {
+    fn next_arrival(&mut self) -> Option<Request> {
+        let r = self.inner.next_arrival()?;
+        Some(self.tag(r))
+    }
+
+    fn on_finished(&mut self, record: &RequestRecord, now: SimTime) -> Option<Request> {
+        let r = self.inner.on_finished(record, now)?;
+        Some(self.tag(r))
+    }
+
+    fn resumes_after_finish(&self) -> bool {
+        self.inner.resumes_after_finish()
+    }
+
+    fn bench_report(&self) -> Option<BenchReport> {
+        self.inner.bench_report()
+    }
+
+    fn take_error(&mut self) -> Option<String> {
+        self.inner.take_error()
+    }
+}

@@ -188,6 +188,12 @@ pub struct WorkloadSpec {
     #[serde(default)]
     pub skip_bad_lines: Option<bool>,
 
+    /// The model every request of this workload asks for (any kind but `mix`, whose classes name
+    /// their own; a trace row that names its own model keeps it); without it a request asks for no
+    /// model in particular and any worker may take it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<crate::hardware::ModelId>,
+
     /// The classes of a traffic mix (`mix`), in `[[workload.classes]]` order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub classes: Option<Vec<super::mix::ClassSpec>>,
@@ -452,6 +458,14 @@ impl WorkloadSpec {
     /// only when the workload is built.
     pub fn validate(&self) -> Result<(), Field> {
         self.check_keys()?;
+        if self.kind == WorkloadKind::Mix && self.model.is_some() {
+            return Err((
+                "workload.model".into(),
+                "a mix's requests take the model of their class: set `model` in each \
+                 [workload.classes.traffic] table instead"
+                    .into(),
+            ));
+        }
         match self.kind {
             WorkloadKind::Poisson | WorkloadKind::Gamma => self.open_loop().map(|_| ()),
             WorkloadKind::Sessions => self.sessions().map(|_| ()),
@@ -529,6 +543,13 @@ impl WorkloadSpec {
                 return super::mix::Mix::build(self.class_list(), seed, end, max_requests);
             }
         };
+        let workload = match self.model {
+            Some(model) => Box::new(super::ForModel {
+                inner: workload,
+                model,
+            }),
+            None => workload,
+        };
         Ok(BuiltWorkload { workload, notes })
     }
 
@@ -545,7 +566,12 @@ impl WorkloadSpec {
     ) -> Result<Box<dyn Iterator<Item = Result<TraceRow, TraceError>> + Send>, String> {
         let field = |(path, message): Field| format!("{path}: {message}");
         let stream = || rng::stream(seed, "workload");
-        Ok(match self.kind {
+        let model = self.model;
+        let named = move |mut row: TraceRow| {
+            row.model = row.model.or(model);
+            row
+        };
+        let rows: Box<dyn Iterator<Item = Result<TraceRow, TraceError>> + Send> = match self.kind {
             WorkloadKind::Poisson | WorkloadKind::Gamma => {
                 let cfg = self.open_loop().map_err(field)?;
                 let mut w = OpenLoop::new(&cfg, stream(), end, max_requests);
@@ -582,7 +608,8 @@ impl WorkloadSpec {
                     }),
                 )
             }
-        })
+        };
+        Ok(Box::new(rows.map(move |r| r.map(named))))
     }
 
     /// The directory relative paths resolve against.

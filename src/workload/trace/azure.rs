@@ -58,6 +58,7 @@ impl Parser for AzureParser {
         self.next_id += 1;
         let since = u64::try_from(t - first).map_err(|_| "timestamp out of range".to_string())?;
         Ok(Some(TraceRow {
+            model: None,
             line,
             id,
             session: None,

@@ -159,6 +159,7 @@ impl Parser for BurstGptParser {
             state.last_seen = at;
         }
         Ok(Some(TraceRow {
+            model: None,
             line,
             id,
             session,

@@ -109,6 +109,8 @@ pub struct TraceRow {
     pub output_tokens: u32,
     /// Content identity of the prompt.
     pub segments: Vec<Segment>,
+    /// The model the request asks for (fleetsim's own format only; `None` in the others).
+    pub model: Option<crate::hardware::ModelId>,
 }
 
 impl TraceRow {
@@ -129,7 +131,10 @@ impl TraceRow {
             self.segments.clone(),
         );
         r.private_tail = self.segments.last().map(|s| s.content) == Some(unique_content(self.id));
-        r
+        match self.model {
+            Some(m) => r.for_model(m),
+            None => r,
+        }
     }
 
     /// The row that replays `request` at its arrival time (open loop).
@@ -141,6 +146,7 @@ impl TraceRow {
             timing: Timing::At(r.arrival),
             output_tokens: r.output_tokens,
             segments: r.segments.clone(),
+            model: None,
         }
     }
 }

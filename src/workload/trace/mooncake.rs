@@ -138,6 +138,7 @@ impl Parser for MooncakeParser {
         self.last_time = Some(at);
         self.next_id += 1;
         Ok(Some(TraceRow {
+            model: None,
             line,
             id,
             session,

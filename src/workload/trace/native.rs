@@ -41,6 +41,12 @@ pub const CSV_COLUMNS: [&str; 8] = [
     "id", "session", "turn", "arrival", "think", "input", "output", "segments",
 ];
 
+/// The columns the CSV flavour may have: those it writes, and `model` (read, never written: a trace
+/// whose requests name models is written as JSON Lines).
+const READ_COLUMNS: [&str; 9] = [
+    "id", "session", "turn", "arrival", "think", "input", "output", "segments", "model",
+];
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct JsonLine<'a> {
@@ -55,6 +61,8 @@ struct JsonLine<'a> {
     output: Option<i64>,
     #[serde(borrow)]
     segments: Option<Vec<Cow<'a, str>>>,
+    #[serde(borrow)]
+    model: Option<Cow<'a, str>>,
 }
 
 /// One row's fields before checking, whichever flavour they came from.
@@ -68,11 +76,12 @@ struct Fields<'a> {
     input: Option<i64>,
     output: Option<i64>,
     segments: Option<Vec<Cow<'a, str>>>,
+    model: Option<Cow<'a, str>>,
 }
 
 /// Reads native lines (JSONL or CSV).
 pub struct NativeParser {
-    csv: Option<Option<[Option<usize>; 8]>>,
+    csv: Option<Option<[Option<usize>; 9]>>,
     prev: Option<Option<SessionRef>>,
     last_arrival: Option<SimTime>,
     ids_given: Option<bool>,
@@ -182,6 +191,7 @@ impl NativeParser {
                 tokens: input,
             }],
         };
+        let model = f.model.as_deref().map(parse_model).transpose()?;
         if let Timing::At(t) = timing {
             self.last_arrival = Some(t);
         }
@@ -198,8 +208,24 @@ impl NativeParser {
             timing,
             output_tokens: output,
             segments,
+            model,
         })
     }
+}
+
+/// A catalogue model id.
+fn parse_model(text: &str) -> Result<crate::hardware::ModelId, String> {
+    use crate::hardware::ModelId;
+    ModelId::ALL
+        .into_iter()
+        .find(|m| m.as_str() == text.trim())
+        .ok_or_else(|| {
+            let known: Vec<&str> = ModelId::ALL.iter().map(|m| m.as_str()).collect();
+            format!(
+                "`model`: unknown model `{text}` (the catalogue's: {})",
+                known.join(", ")
+            )
+        })
 }
 
 /// Parses `content:tokens`, the content id in hex.
@@ -231,19 +257,19 @@ impl Parser for NativeParser {
 
     fn header(&mut self, line: &str) -> Result<(), String> {
         let h = Header::parse(line)?;
-        let mut cols = [None; 8];
-        for (slot, name) in cols.iter_mut().zip(CSV_COLUMNS) {
+        let mut cols = [None; 9];
+        for (slot, name) in cols.iter_mut().zip(READ_COLUMNS) {
             *slot = h.find(name);
         }
         let names = super::text::split_csv(line)?;
         if let Some(unknown) = names.iter().find(|n| {
-            !CSV_COLUMNS
+            !READ_COLUMNS
                 .iter()
                 .any(|c| super::text::column_key(c) == super::text::column_key(n))
         }) {
             return Err(format!(
                 "unknown column `{unknown}` (native CSV columns: {})",
-                CSV_COLUMNS.join(", ")
+                READ_COLUMNS.join(", ")
             ));
         }
         for required in ["input", "output"] {
@@ -281,6 +307,7 @@ impl Parser for NativeParser {
                     input: j.input,
                     output: j.output,
                     segments: j.segments,
+                    model: j.model,
                 };
                 self.check(line, f).map(Some)
             }
@@ -318,6 +345,7 @@ impl Parser for NativeParser {
                     input: int(5)?,
                     output: int(6)?,
                     segments: get(7).map(|s| s.split_whitespace().map(Cow::Borrowed).collect()),
+                    model: get(8).map(Cow::Borrowed),
                 };
                 self.check(line, f).map(Some)
             }
@@ -363,6 +391,13 @@ impl<W: Write> TraceWriter for NativeWriter<W> {
             Timing::After(d) => (None, Some(format_secs(d.0))),
         };
         let segs: Vec<String> = row.segments.iter().map(segment_text).collect();
+        if self.csv && row.model.is_some() {
+            return Err(format!(
+                "request {} names a model, which the CSV flavour does not carry: write JSON Lines \
+                 (a .jsonl file) instead",
+                row.id
+            ));
+        }
         let result = if self.csv {
             let opt = |v: Option<String>| v.unwrap_or_default();
             writeln!(
@@ -389,11 +424,15 @@ impl<W: Write> TraceWriter for NativeWriter<W> {
             }
             let quoted: Vec<String> = segs.iter().map(|s| format!("\"{s}\"")).collect();
             o.push_str(&format!(
-                ",\"input\":{},\"output\":{},\"segments\":[{}]}}",
+                ",\"input\":{},\"output\":{},\"segments\":[{}]",
                 row.input_tokens(),
                 row.output_tokens,
                 quoted.join(",")
             ));
+            if let Some(m) = row.model {
+                o.push_str(&format!(",\"model\":\"{}\"", m.as_str()));
+            }
+            o.push('}');
             writeln!(self.out, "{o}")
         };
         result.map_err(|e| e.to_string())
@@ -537,6 +576,32 @@ mod tests {
                 .collect();
             assert_eq!(back, rows, "csv = {csv}:\n{text}");
         }
+    }
+
+    #[test]
+    fn a_row_names_its_model_and_jsonl_writes_it_back() {
+        use crate::hardware::ModelId;
+        let line = r#"{"id":0,"arrival":1,"input":1,"output":1,"segments":["0000000000000002:1"],"model":"qwen3-8b"}"#;
+        let rows = jsonl(&[line]).unwrap();
+        assert_eq!(rows[0].model, Some(ModelId::Qwen3_8b));
+        let mut buf = Vec::new();
+        {
+            let mut w = NativeWriter::new(&mut buf, false);
+            w.write_row(&rows[0]).unwrap();
+            w.finish().unwrap();
+        }
+        assert_eq!(String::from_utf8(buf).unwrap().trim(), line);
+        // CSV reads a `model` column but writes none: such a row is refused, not written without it.
+        let e = NativeWriter::new(Vec::new(), true)
+            .write_row(&rows[0])
+            .unwrap_err();
+        assert!(e.contains("JSON Lines"), "{e}");
+        let mut p = NativeParser::new(true);
+        p.header("arrival,input,output,model").unwrap();
+        let row = p.parse(2, "1,5,1,mistral-7b").unwrap().unwrap();
+        assert_eq!(row.model, Some(ModelId::Mistral7b));
+        let e = jsonl(&[r#"{"arrival":1,"input":1,"output":1,"model":"gpt-5"}"#]).unwrap_err();
+        assert!(e.contains("unknown model `gpt-5`"), "{e}");
     }
 
     #[test]

@@ -56,6 +56,7 @@ impl Parser for VidurParser {
         let id = self.next_id;
         self.next_id += 1;
         Ok(Some(TraceRow {
+            model: None,
             line,
             id,
             session: None,
