@@ -51,9 +51,16 @@ fn sessions_and_jittered_traces_are_deterministic() {
 
 #[test]
 fn an_autoscaled_run_gives_the_same_bytes_and_actually_scales() {
-    // Eight minutes of the diurnal scenario: long enough for scale-ups, scale-downs and cold starts.
+    // Eight minutes of the diurnal scenario's day played 48 times faster, with a one-minute scale-down
+    // window: long enough for scale-ups, scale-downs and cold starts.
     let path = scenario_path("autoscale-diurnal.toml");
-    let short = ["duration=\"8m\"".to_string()];
+    let short = [
+        "duration=\"8m\"",
+        "workload.rate_curve.speedup=48",
+        "workload.rate_curve.start=\"0s\"",
+        "autoscaler.scale_down_window=\"60s\"",
+    ]
+    .map(String::from);
     let (a, ca) = run(&Scenario::load(&path, &short).unwrap());
     let (b, cb) = run(&Scenario::load(&path, &short).unwrap());
     assert_eq!(a.to_json(), b.to_json(), "two autoscaled runs differ");
