@@ -330,7 +330,7 @@ impl Simulation {
         self.workers[w].restart();
         self.router.on_worker_down(w); // an empty cache: the router forgets what it believed it held
         self.truth[w] = Truth::Up;
-        let up = self.truth.iter().filter(|t| **t == Truth::Up).count() as u32;
+        let up = self.workers_up();
         self.collector.on_workers_up(self.now, up);
         self.note_replicas();
     }
@@ -357,12 +357,9 @@ impl Simulation {
         }
     }
 
-    /// After a step of `w`: a draining replica that has finished everything is stopped.
-    pub(super) fn autoscale_after_step(&mut self, w: usize) {
-        self.retire_if_drained(w);
-    }
-
-    fn retire_if_drained(&mut self, w: usize) {
+    /// After a step of `w` (or a drain's start): a draining replica that has finished everything is
+    /// stopped.
+    pub(super) fn retire_if_drained(&mut self, w: usize) {
         let draining = self
             .autoscale
             .as_ref()
@@ -391,7 +388,7 @@ impl Simulation {
                 tiers.on_crash(w);
             }
             self.truth[w] = Truth::Down(Symptom::Refused);
-            let up = self.truth.iter().filter(|t| **t == Truth::Up).count() as u32;
+            let up = self.workers_up();
             self.collector.on_workers_up(self.now, up);
             for seq in left {
                 self.on_lost(seq, w, "cut off by a scale-down");

@@ -6,7 +6,7 @@
 use super::tests::{by_id, request, simulation};
 use super::*;
 use crate::autoscale::AutoscalerSpec;
-use crate::faults::{FaultKind, FaultPlan, PlannedFault, Symptom, Targets};
+use crate::faults::{FaultPlan, PlannedFault};
 use crate::gateway::GatewaySpec;
 use crate::metrics::replicas::ReplicaCount;
 use crate::time::SimDuration;
@@ -167,21 +167,7 @@ fn a_scale_down_waits_out_its_window_and_drains_the_newest_replica() {
 fn a_crashed_replica_is_replaced_with_a_cold_one() {
     // 2 replicas held at 2; replica 1 crashes for good at 10 s. The 15-s evaluation finds it dead, frees
     // its slot and starts a replacement there: up at 37 s, ready at the 40-s health check.
-    let crash = PlannedFault {
-        at: secs(10.0),
-        kind: FaultKind::Crash,
-        targets: Targets::Workers(vec![1]),
-        source: 0,
-        restart_after: None,
-        kv_survives_restart: false,
-        symptom: Symptom::Refused,
-        duration: None,
-        factor: 1.0,
-        fraction: 0.0,
-        grace: SimDuration::from_secs(30),
-        data_loss: true,
-        label: "crash w1".into(),
-    };
+    let crash = super::fault_tests::crash(secs(10.0), 1, None, false);
     let probes = (0..4).map(|i| request(i, secs(41.0 + 0.1 * i as f64), i, 8, 10));
     let (sim, records) = autoscaled(
         2,

@@ -13,7 +13,12 @@ fn secs(s: f64) -> SimTime {
 }
 
 /// A crash of `worker` at `at`, back after `restart_after` (never if `None`).
-fn crash(at: SimTime, worker: usize, restart_after: Option<f64>, keep_kv: bool) -> PlannedFault {
+pub(super) fn crash(
+    at: SimTime,
+    worker: usize,
+    restart_after: Option<f64>,
+    keep_kv: bool,
+) -> PlannedFault {
     PlannedFault {
         at,
         kind: FaultKind::Crash,

@@ -30,7 +30,7 @@ impl Simulation {
         self.schedule_autoscale();
     }
 
-    fn workers_up(&self) -> u32 {
+    pub(super) fn workers_up(&self) -> u32 {
         self.truth.iter().filter(|t| **t == Truth::Up).count() as u32
     }
 

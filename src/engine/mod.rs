@@ -412,8 +412,8 @@ impl Simulation {
         self.starts = starts;
         self.track_sessions = self.gateway.spec.session_state == SessionState::Worker
             || self.plan.iter().any(|f| f.targets == Targets::MostSessions);
-        let up = self.truth.iter().filter(|t| **t == Truth::Up).count();
-        self.collector.on_workers_up(SimTime::ZERO, up as u32);
+        let up = self.workers_up();
+        self.collector.on_workers_up(SimTime::ZERO, up);
         self.build_tiers();
     }
 
@@ -1183,9 +1183,7 @@ impl Simulation {
         if !self.workers[w].in_step() {
             self.start_step(w);
         }
-        if self.autoscale.is_some() {
-            self.autoscale_after_step(w);
-        }
+        self.retire_if_drained(w);
         self.begin_swap_if_drained(w);
     }
 
