@@ -185,6 +185,9 @@ pub struct RunOutput {
     pub profile: Option<Profile>,
     /// What the decode fast path did.
     pub fast_path: FastPathCounts,
+    /// Every model swap, in the order they began (`swaps.csv`); empty unless requests are placed by
+    /// model.
+    pub swaps: Vec<crate::metrics::models::SwapRecord>,
 }
 
 /// What the decode fast path did in a run (`run --profile` prints it).
@@ -1390,7 +1393,11 @@ impl Simulation {
         summary.replication = self.replication_summary();
         summary.autoscaler = self.autoscale_summary(self.now);
         summary.models = (self.placement.as_ref()).map(|p| p.counters.summary(self.now));
+        let swaps = (self.placement.as_ref())
+            .map(|p| p.counters.swap_log().to_vec())
+            .unwrap_or_default();
         RunOutput {
+            swaps,
             summary,
             bench,
             collector: self.collector,
