@@ -318,6 +318,21 @@ fn bad_model_keys_name_the_file_line_and_field() {
         ("load_gb_per_s = 20", "load_from = \"floppy\"", "floppy"),
         (
             "load_gb_per_s = 20",
+            "add_replica_when_outstanding = 0",
+            "`add_replica_when_outstanding`: expected an integer of at least 1",
+        ),
+        (
+            "load_gb_per_s = 20",
+            "min_residency = \"48h\"",
+            "swaps.min_residency",
+        ),
+        (
+            "load_gb_per_s = 20",
+            "add_replica_when_queued = 2",
+            "add_replica_when_queued",
+        ),
+        (
+            "load_gb_per_s = 20",
             "load_gb_per_s = 20\n[tiers.host]\ncapacity_gb = 64.0\nread_gb_per_s = 25.0\nwrite_gb_per_s = 25.0\nlatency = \"10us\"",
             "not supported with swaps",
         ),
