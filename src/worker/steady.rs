@@ -167,6 +167,13 @@ impl Worker {
         }
         self.steady_context += u64::from(k) * self.running.len() as u64;
         self.steps += u64::from(k);
+        // The same batch each step: the adapters it activates are active already (no load, and the
+        // slots' recency ends as one activation leaves it), but each step is a LoRA step if it is.
+        if let Some(slots) = &mut self.lora
+            && self.running.iter().any(|s| s.request.adapter.is_some())
+        {
+            slots.counters.lora_steps += u64::from(k);
+        }
         self.batch_seconds = durations[durations.len() - 1].as_secs_f64();
     }
 
