@@ -50,6 +50,15 @@ fn span(sensible: &'static [&'static str]) -> impl Strategy<Value = String> {
     ]
 }
 
+/// `Some` three times in four: LoRA runs only when a group has `[workers.lora]` and the workload
+/// names adapters, so both must be common for the pair to be.
+fn mostly<S: Strategy + 'static>(s: S) -> impl Strategy<Value = Option<S::Value>>
+where
+    S::Value: Clone + std::fmt::Debug,
+{
+    prop_oneof![1 => Just(None), 3 => s.prop_map(Some)]
+}
+
 /// One `[[faults]]` entry for a fleet of `workers` workers.
 fn fault(workers: usize) -> impl Strategy<Value = String> {
     let kind = prop::sample::select(
@@ -205,16 +214,16 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
             prop::option::of(prop::sample::select(&["n1", "n2"][..])),
             prop::option::of(span(&["1s", "3s"])),
             // `[workers.lora]`: max_loras, extra CPU slots, max_lora_rank (12 is refused).
-            prop::option::of((
+            mostly((
                 1u32..5,
                 0u32..3,
-                prop::sample::select(&[8u32, 16, 64, 12][..]),
+                prop::sample::select(&[8u32, 16, 16, 64, 12][..]),
             )),
         ),
         1..4,
     );
     // `adapters`: count, Zipf exponent, rank.
-    let adapters = prop::option::of((
+    let adapters = mostly((
         1u32..50,
         prop::sample::select(&["0.0", "1.0", "1.5"][..]),
         prop::sample::select(&[8u32, 16, 32, 64][..]),
@@ -260,7 +269,8 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
                     t += &format!(
                         "\n[[workers]]\ncount = {count}\ngpu = \"h100\"\nmodel = \"llama-3.1-8b\"\nkv_blocks = {blocks}\nfailure_domain = \"{domain}\"\n"
                     );
-                    if split > 0 && split < count {
+                    // LoRA is refused with a prefill/decode split: keep the split to groups without it.
+                    if split > 0 && split < count && lora.is_none() {
                         t += &format!("prefill_workers = {split}\n");
                     }
                     if let Some(n) = node {
