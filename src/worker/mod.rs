@@ -13,6 +13,11 @@
 //! the lowest priority, as with vLLM's `--scheduling-policy priority`. With one priority throughout
 //! (every scenario without a mix) both rules reduce exactly to the FCFS ones above.
 //!
+//! With LoRA (`[workers.lora]`, [`crate::lora`]) admission follows vLLM V1's adapter rule: once the
+//! running batch names `max_loras` distinct adapters, a waiting request for another adapter is skipped
+//! (it keeps its place) and the next one is considered; the step that first needs an adapter lasts its
+//! load time longer, and a step with a LoRA request in its batch runs slower by the LoRA multiplier.
+//!
 //! The worker never schedules events itself: [`Worker::start_step`] returns the step's duration and the
 //! engine calls [`Worker::finish_step`] when that time has passed.
 

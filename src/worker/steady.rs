@@ -2,11 +2,12 @@
 //!
 //! A step is *steady* when its batch is every running sequence decoding one token (each has sampled at
 //! least one token already), nothing was admitted or preempted to form it, and the memory-pressure
-//! reserve is fully taken. While no event touches the worker, the steps after a steady one are the same
-//! batch again, one token further on, until a sequence completes. Those intermediate steps are *pure*:
-//! their ends and the starts that follow complete no sequence, admit, preempt or sample nothing for the
-//! first time, and charge no recompute. So the engine may apply them in bulk
-//! ([`Worker::advance_steady`]) with exactly the durations stepping one by one would give
+//! reserve is fully taken. While no event touches the worker, the steps after a steady one are the
+//! same batch again, one token further on, until a sequence completes (a waiting request that LoRA's
+//! skip rule keeps out stays out: the running adapters change only when a sequence completes). Those
+//! intermediate steps are *pure*: their ends and the starts that follow complete no sequence, admit,
+//! preempt or sample nothing for the first time, and charge no recompute. So the engine may apply them
+//! in bulk ([`Worker::advance_steady`]) with exactly the durations stepping one by one would give
 //! ([`Worker::steady_step_times`]).
 //!
 //! Two kinds of run, by what the steps may do to the KV pool ([`Worker::steady_steps_after`]):
