@@ -351,10 +351,12 @@ impl Scenario {
                 .map_err(|e: toml::de::Error| override_error(text, file, overrides, &e))?
         };
         apply_gpu_engine_defaults(&mut scenario, text, overrides);
-        scenario.workload.base_dir = Path::new(file)
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
+        scenario.workload.set_base_dir(
+            Path::new(file)
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
+        );
         let at = |path: &str, message: String| ScenarioError {
             location: match find_line(text, path) {
                 Some(line) => format!("{file}:{line}"),

@@ -186,6 +186,9 @@ pub struct RunOutput {
     pub profile: Option<Profile>,
     /// What the decode fast path did.
     pub fast_path: FastPathCounts,
+    /// Every model swap, in the order they began (`swaps.csv`); empty unless requests are placed by
+    /// model.
+    pub swaps: Vec<crate::metrics::models::SwapRecord>,
 }
 
 /// What the decode fast path did in a run (`run --profile` prints it).
@@ -1407,7 +1410,11 @@ impl Simulation {
         summary.autoscaler = self.autoscale_summary(self.now);
         summary.models = (self.placement.as_ref()).map(|p| p.counters.summary(self.now));
         summary.lora = self.lora_summary();
+        let swaps = (self.placement.as_ref())
+            .map(|p| p.counters.swap_log().to_vec())
+            .unwrap_or_default();
         RunOutput {
+            swaps,
             summary,
             bench,
             collector: self.collector,

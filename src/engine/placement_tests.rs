@@ -3,11 +3,13 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use super::placement::Placement;
 use super::tests::{Scripted, request};
 use super::*;
 use crate::hardware::{ModelId, StepShape};
 use crate::scenario::Scenario;
 use crate::time::SimDuration;
+use crate::worker::WorkerSnapshot;
 
 const FLEET: &str = r#"
 name = "swap"
@@ -227,11 +229,11 @@ restart_after = "30s"
 }
 
 #[test]
-fn a_queue_on_every_copy_pulls_an_idle_worker_over_when_asked() {
+fn load_on_every_copy_pulls_a_worker_of_an_idle_model_over_when_asked() {
     // One sequence at a time per worker, a Llama request every 100 ms, each taking longer than
-    // that: a queue builds on worker 0. With
-    // add_replica_when_queued = 1 the idle Qwen worker swaps to Llama and takes part of the burst.
-    // Without it, the burst stays on worker 0.
+    // that: a queue builds on worker 0. With add_replica_when_outstanding = 1 one of the two idle
+    // Qwen workers swaps to Llama and takes part of the burst; the other stays, the last copy of
+    // Qwen. Without it, the burst stays on worker 0.
     let text = |extra: &str| {
         format!(
             r#"
@@ -243,7 +245,7 @@ gpu = "h100"
 model = "llama-3.1-8b"
 max_num_seqs = 1
 [[workers]]
-count = 1
+count = 2
 gpu = "h100"
 model = "qwen3-8b"
 models = ["llama-3.1-8b"]
@@ -267,7 +269,12 @@ load_gb_per_s = 20
             })
             .collect::<Vec<_>>()
     };
-    let (out, records) = run_with(&scenario(&text("add_replica_when_queued = 1")), burst());
+    let (out, records) = run_with(
+        &scenario(&text(
+            "add_replica_when_outstanding = 1\nmin_residency = \"0s\"",
+        )),
+        burst(),
+    );
     let on_1 = records
         .lock()
         .unwrap()
@@ -278,7 +285,7 @@ load_gb_per_s = 20
     let m = out.summary.models.unwrap();
     assert_eq!(m.swaps, 1);
     assert_eq!(m.requests_held, 0, "a copy was loaded all along");
-    assert_eq!(m.replicas["qwen3-8b"].min, 0);
+    assert_eq!(m.replicas["qwen3-8b"].min, 1);
 
     let (out, records) = run_with(&scenario(&text("")), burst());
     assert!(records.lock().unwrap().iter().all(|r| r.worker == Some(0)));
@@ -322,4 +329,92 @@ fn bad_model_keys_name_the_file_line_and_field() {
         assert!(msg.starts_with("swap.toml:"), "{to}: {msg}");
         assert!(msg.contains(want), "{to}: {msg}");
     }
+}
+
+/// Four workers, two serving Llama and two Qwen (each group may load the other's model), or, with
+/// `qwen = 1`, one Qwen worker.
+fn two_models(qwen: u32) -> Placement {
+    let text = format!(
+        r#"
+name = "donors"
+duration = "60s"
+[[workers]]
+count = 2
+gpu = "h100"
+model = "llama-3.1-8b"
+models = ["qwen3-8b"]
+[[workers]]
+count = {qwen}
+gpu = "h100"
+model = "qwen3-8b"
+models = ["llama-3.1-8b"]
+[workload]
+kind = "poisson"
+rate = 1
+prompt = {{ dist = "fixed", tokens = 100 }}
+output = {{ dist = "fixed", tokens = 1 }}
+"#
+    );
+    Placement::of(&scenario(&text)).unwrap().unwrap()
+}
+
+fn loads(outstanding: &[u32]) -> Vec<WorkerSnapshot> {
+    outstanding
+        .iter()
+        .enumerate()
+        .map(|(id, &o)| WorkerSnapshot {
+            id,
+            up: true,
+            outstanding: o,
+            queued: 0,
+            running: o,
+            kv_utilization: 0.0,
+            used_blocks: 0,
+            total_blocks: 100,
+        })
+        .collect()
+}
+
+#[test]
+fn a_load_driven_swap_takes_a_worker_of_a_lighter_model_even_a_busy_one() {
+    let p = two_models(2);
+    let up = |_| true;
+    let llama = ModelId::Llama31_8b;
+    let late = secs(60);
+    // Llama: 8 outstanding on 2 copies (8/3 per copy after gaining one); Qwen: 1 on 2 (1 after losing
+    // one). The busy Qwen worker 2 and the idle worker 3 tie on the lighter model; the lower id goes.
+    assert_eq!(
+        p.donor_for(llama, 4, late, &loads(&[4, 4, 1, 0]), up),
+        Some(2)
+    );
+    // Below the threshold: 8 < 5 per copy x 2 copies.
+    assert_eq!(p.donor_for(llama, 5, late, &loads(&[4, 4, 1, 0]), up), None);
+    // Qwen would be heavier per copy after the move (6 on 1) than Llama (8 on 3): no move, so the two
+    // cannot trade a worker back and forth.
+    assert_eq!(p.donor_for(llama, 4, late, &loads(&[4, 4, 3, 3]), up), None);
+    // A worker the gateway cannot route to is no donor, and Qwen's other worker is then its last
+    // routable copy.
+    assert_eq!(
+        p.donor_for(llama, 4, late, &loads(&[4, 4, 1, 0]), |w| w != 2),
+        None
+    );
+    // Before min_residency (60 s by default) no worker has served its model long enough.
+    assert_eq!(
+        p.donor_for(llama, 4, secs(59), &loads(&[4, 4, 1, 0]), up),
+        None
+    );
+}
+
+#[test]
+fn the_last_copy_of_a_model_is_never_taken_by_a_load_driven_swap() {
+    let p = two_models(1);
+    let llama = ModelId::Llama31_8b;
+    assert_eq!(
+        p.donor_for(llama, 1, secs(60), &loads(&[3, 3, 1]), |_| true),
+        None
+    );
+    assert_eq!(
+        p.donor_for(llama, 1, secs(60), &loads(&[3, 3, 0]), |_| true),
+        None
+    );
 }

@@ -1029,6 +1029,42 @@ impl Summary {
                 ],
             );
         }
+        if let Some(m) = &self.models {
+            let replicas = m
+                .replicas
+                .iter()
+                .map(|(name, l)| format!("{name} {:.2} ({}–{})", l.mean, l.min, l.max))
+                .collect::<Vec<_>>()
+                .join(", ");
+            one_row_table(
+                &mut o,
+                "Models",
+                &[
+                    (
+                        "swaps (cut short)",
+                        format!("{} ({})", m.swaps, m.swaps_cut_short),
+                    ),
+                    (
+                        "swap / drain seconds",
+                        format!("{:.1} / {:.1}", m.swap_seconds, m.drain_seconds),
+                    ),
+                    (
+                        "requests held for a swap (failed)",
+                        format!("{} ({})", m.requests_held, m.held_failed),
+                    ),
+                    (
+                        "their p50 / p95 TTFT (ms)",
+                        if m.held_ttft_ms.count == 0 {
+                            "–".into()
+                        } else {
+                            format!("{:.0} / {:.0}", m.held_ttft_ms.p50, m.held_ttft_ms.p95)
+                        },
+                    ),
+                    ("not served", m.rejected_model_not_served.to_string()),
+                    ("workers per model: mean (min–max)", replicas),
+                ],
+            );
+        }
         if let Some(d) = &self.disaggregation {
             one_row_table(
                 &mut o,

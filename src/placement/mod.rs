@@ -98,12 +98,19 @@ pub struct SwapSpec {
     /// `[restart] engine_start`; 0 for a wake).
     #[serde(default)]
     pub engine_start: Option<SimDuration>,
-    /// Load-driven swaps: when every worker serving a request's model has at least this many requests
-    /// waiting for admission, an idle worker that may load the model swaps to it (a model whose copy
-    /// stays loaded elsewhere goes first, then the least recently used). Unset (the default): a worker
-    /// swaps only for a model no worker serves. Either way a busy worker is never taken.
+    /// Load-driven swaps: when the copies of a request's model carry at least this many outstanding
+    /// requests each (running or waiting, as the gateway sees them), a worker of a more lightly loaded
+    /// model drains and swaps to it: one whose model keeps at most half the load per copy after
+    /// losing it that the busy model has per copy after gaining it (a hysteresis band); the last copy
+    /// of a model is never taken.
+    /// Unset (the default): a worker swaps only for a model no worker serves.
     #[serde(default)]
-    pub add_replica_when_queued: Option<crate::config::PositiveInt>,
+    pub add_replica_when_outstanding: Option<crate::config::PositiveInt>,
+    /// A load-driven swap takes no worker that has served its model for less than this (default
+    /// 60 s, Knative's default stable window, the span its autoscaler averages over before it acts),
+    /// so a burst of a few seconds does not move GPUs back and forth.
+    #[serde(default)]
+    pub min_residency: Option<SimDuration>,
     /// Warm-up after the weights are in: CUDA graph capture and compilation (default: 20 s for a cold
     /// start, as `[restart] warmup`; 0 for a wake, since a sleeping engine keeps its CUDA graphs and
     /// compiled kernels). Engine start and warm-up together, 35 s, match the sleep post's fresh start
@@ -136,6 +143,11 @@ impl SwapSpec {
     /// which stay as they were before swaps existed).
     pub fn is_default(&self) -> bool {
         *self == SwapSpec::default()
+    }
+
+    /// See [`SwapSpec::min_residency`].
+    pub fn min_residency(&self) -> SimDuration {
+        self.min_residency.unwrap_or(SimDuration::from_secs(60))
     }
 
     /// Bandwidth per GPU in bytes per second.
@@ -181,6 +193,7 @@ impl SwapSpec {
             ("unload", self.unload),
             ("engine_start", self.engine_start),
             ("warmup", self.warmup),
+            ("min_residency", self.min_residency),
         ] {
             if let Some(d) = d {
                 check_span(d, SimDuration::ZERO, day).map_err(|m| (field.to_string(), m))?;

@@ -38,7 +38,8 @@ impl ResultsDir<'_> {
 pub type OutputFile = (String, Vec<u8>);
 
 /// The files of one run written at its end: `summary.json`, `summary.md`, `run_info.json`,
-/// `timeseries.csv`, `workers.csv`, the plots (`plot-*.svg`), `report.html` and, if decisions were logged, `decisions.csv`. (`requests.parquet`
+/// `timeseries.csv`, `workers.csv`, the plots (`plot-*.svg`), `report.html`, if decisions were logged
+/// `decisions.csv`, and if requests were placed by model `swaps.csv`. (`requests.parquet`
 /// streams in while the run goes: [`ResultsDir::request_sink`].)
 /// `scenario` is the one that ran (resolved: a `compare` variant with its router), for `run_info.json`.
 pub fn run_files(scenario: &Scenario, out: &RunOutput, wall_s: f64) -> Result<Vec<OutputFile>> {
@@ -67,6 +68,9 @@ pub fn run_files_with(
     if !out.decisions.is_empty() {
         files.push(("decisions.csv".to_string(), decisions_csv(&out.decisions)?));
     }
+    if s.models.is_some() {
+        files.push(("swaps.csv".to_string(), swaps_csv(&out.swaps)?));
+    }
     let mut p = plots::RunPlots::of(out);
     p.band = band;
     files.extend(page_files(s, &p)?);
@@ -90,6 +94,26 @@ pub fn decisions_csv(decisions: &[DecisionRecord]) -> Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
     for d in decisions {
         w.serialize(d)?;
+    }
+    Ok(w.into_inner()?)
+}
+
+/// The swap log as CSV, one row per swap in the order they began (a header only when none happened).
+pub fn swaps_csv(swaps: &[crate::metrics::models::SwapRecord]) -> Result<Vec<u8>> {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    w.write_record([
+        "decided_s",
+        "worker",
+        "from",
+        "to",
+        "drain_s",
+        "swap_s",
+        "completed",
+    ])?;
+    for r in swaps {
+        w.serialize(r)?;
     }
     Ok(w.into_inner()?)
 }

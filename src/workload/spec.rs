@@ -57,8 +57,15 @@ impl WorkloadKind {
     /// The keys this kind takes, besides `kind`.
     fn keys(self) -> &'static [&'static str] {
         match self {
-            WorkloadKind::Poisson => &["rate", "prompt", "output", "shared_prefix"],
-            WorkloadKind::Gamma => &["rate", "cv", "prompt", "output", "shared_prefix"],
+            WorkloadKind::Poisson => &["rate", "rate_curve", "prompt", "output", "shared_prefix"],
+            WorkloadKind::Gamma => &[
+                "rate",
+                "cv",
+                "rate_curve",
+                "prompt",
+                "output",
+                "shared_prefix",
+            ],
             WorkloadKind::Sessions => &[
                 "session_rate",
                 "cv",
@@ -338,6 +345,18 @@ impl WorkloadSpec {
             .map_err(|(k, m)| at(&format!("{key}.{k}"), m))
     }
 
+    /// The `rate_curve`, loaded, if one is set.
+    fn curve(&self) -> Result<Option<RateCurve>, Field> {
+        let Some(c) = &self.rate_curve else {
+            return Ok(None);
+        };
+        crate::config::check_range(c.speedup.0, super::trace::SPEEDUP, "")
+            .map_err(|m| at("rate_curve.speedup", m))?;
+        RateCurve::load(&self.resolve(&c.path), c.speedup.0, c.start)
+            .map(Some)
+            .map_err(|e| at("rate_curve.path", e.to_string()))
+    }
+
     /// The open-loop generator settings, or `Err((field path, message))`.
     pub fn open_loop(&self) -> Result<OpenLoopConfig, Field> {
         let rate = self.rate.ok_or_else(|| self.missing("rate"))?;
@@ -351,6 +370,7 @@ impl WorkloadSpec {
             prompt: self.length(&self.prompt, "prompt")?,
             output: self.length(&self.output, "output")?,
             shared_prefix: self.shared_prefix.clone(),
+            curve: self.curve()?,
         })
     }
 
@@ -388,15 +408,7 @@ impl WorkloadSpec {
             .ok_or_else(|| self.missing("think_time"))?
             .build()
             .map_err(|(k, m)| at(&format!("think_time.{k}"), m))?;
-        let curve = match &self.rate_curve {
-            None => None,
-            Some(c) => Some({
-                crate::config::check_range(c.speedup.0, super::trace::SPEEDUP, "")
-                    .map_err(|m| at("rate_curve.speedup", m))?;
-                RateCurve::load(&self.resolve(&c.path), c.speedup.0, c.start)
-                    .map_err(|e| at("rate_curve.path", e.to_string()))?
-            }),
-        };
+        let curve = self.curve()?;
         Ok(SessionConfig {
             rate: rate.0,
             cv: self.cv.map(|c| c.0),
@@ -637,6 +649,15 @@ impl WorkloadSpec {
         Ok(Box::new(rows.map(move |r| r.map(named))))
     }
 
+    /// Sets the directory relative paths resolve against: the scenario file's, for the workload and
+    /// for every class of a mix (whose traces and rate curves are named relative to the same file).
+    pub fn set_base_dir(&mut self, dir: PathBuf) {
+        for c in self.classes.iter_mut().flatten() {
+            c.traffic.set_base_dir(dir.clone());
+        }
+        self.base_dir = dir;
+    }
+
     /// The directory relative paths resolve against.
     pub fn base_dir(&self) -> &Path {
         &self.base_dir
@@ -740,5 +761,18 @@ think_time = { dist = "fixed", value = "5s" }
             e.contains("reconstruct_sessions: applies to Mooncake traces, and this one is azure"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_mix_class_resolves_its_paths_against_the_scenario_too() {
+        // A class's rate curve named relative to the scenario file loads from the scenario's
+        // directory, not the working directory (it once did the latter).
+        let text = "name = \"t\"\nduration = \"1h\"\n[[workers]]\ncount = 1\ngpu = \"h100\"\nmodel = \"llama-3.1-8b\"\n[workload]\nkind = \"mix\"\n[[workload.classes]]\nname = \"a\"\n[workload.classes.traffic]\nkind = \"poisson\"\nrate = 1\nrate_curve = { path = \"../traces/servegen/deepseek-r1_aggregate_rate_10min.csv\" }\nprompt = { dist = \"fixed\", tokens = 10 }\noutput = { dist = \"fixed\", tokens = 10 }\n";
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let file = dir.join("virtual.toml").display().to_string();
+        let ok = Scenario::parse(text, &file, &[]).unwrap();
+        let class = &ok.workload.classes.as_ref().unwrap()[0].traffic;
+        assert_eq!(class.base_dir(), dir.as_path());
+        assert!(class.open_loop().unwrap().curve.is_some());
     }
 }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Workload;
 use super::dist::{ArrivalProcess, LengthDist};
+use super::rate_curve::RateCurve;
 use crate::config::{Fraction, NonNegative, Positive, PositiveInt};
 use crate::request::{Request, Segment};
 use crate::rng::{SimRng, fnv1a, splitmix64};
@@ -40,6 +41,9 @@ pub struct OpenLoopConfig {
     pub output: LengthDist,
     /// Optional shared prefixes.
     pub shared_prefix: Option<SharedPrefix>,
+    /// Optional time-varying multiplier on `rate` (mean 1): the renewal process runs in operational
+    /// time, which the curve warps into simulated time (see [`RateCurve`]).
+    pub curve: Option<RateCurve>,
 }
 
 /// Draws what a synthetic request asks for: the optional shared prefix, then its own prompt text, then its
@@ -96,6 +100,7 @@ impl RequestSampler {
 pub struct OpenLoop {
     rng: SimRng,
     process: ArrivalProcess,
+    curve: Option<RateCurve>,
     sampler: RequestSampler,
     clock: SimTime,
     end: SimTime,
@@ -113,6 +118,7 @@ impl OpenLoop {
         OpenLoop {
             rng,
             process,
+            curve: cfg.curve.clone(),
             sampler: RequestSampler::new(&cfg.prompt, &cfg.output, cfg.shared_prefix.as_ref()),
             clock: SimTime::ZERO,
             end,
@@ -137,11 +143,15 @@ impl Workload for OpenLoop {
         if self.remaining == 0 {
             return None;
         }
-        let at = self.clock + self.process.next_gap(&mut self.rng);
-        if at >= self.end {
+        let gap = self.process.next_gap(&mut self.rng);
+        let at = match &self.curve {
+            None => Some(self.clock + gap),
+            Some(c) => c.advance(self.clock, gap.as_secs_f64()),
+        };
+        let Some(at) = at.filter(|&t| t < self.end) else {
             self.remaining = 0;
             return None;
-        }
+        };
         self.clock = at;
         self.remaining -= 1;
         let id = self.next_id;
@@ -176,6 +186,7 @@ mod tests {
                 zipf: NonNegative(1.2),
                 fraction: Fraction(1.0),
             }),
+            curve: None,
         }
     }
 
@@ -206,6 +217,38 @@ mod tests {
             group_counts[0] > group_counts[1] && group_counts[1] > group_counts[3],
             "{group_counts:?}"
         );
+    }
+
+    #[test]
+    fn a_rate_curve_shapes_poisson_arrivals() {
+        // Multipliers 0.5 then 1.5 (mean 1) over two 100-s halves at 50 requests/s: 2,500 then 7,500
+        // expected (Poisson sd 50 and 87).
+        let curve = RateCurve::from_points(
+            &[(0, 1.0), (100 * crate::time::NANOS_PER_SEC, 3.0)],
+            1.0,
+            SimDuration::ZERO,
+        )
+        .unwrap();
+        let c = OpenLoopConfig {
+            curve: Some(curve),
+            ..cfg(50.0)
+        };
+        let mut w = OpenLoop::new(
+            &c,
+            from_u64(3),
+            window_end(SimDuration::from_secs(200)),
+            None,
+        );
+        let (mut first, mut second) = (0u32, 0u32);
+        while let Some(r) = w.next_arrival() {
+            if r.arrival < SimTime(100 * crate::time::NANOS_PER_SEC) {
+                first += 1;
+            } else {
+                second += 1;
+            }
+        }
+        assert!((2_300..2_700).contains(&first), "{first}");
+        assert!((7_200..7_800).contains(&second), "{second}");
     }
 
     #[test]
