@@ -49,6 +49,7 @@ pub mod faults;
 pub mod gateway;
 pub mod hardware;
 pub mod limits;
+pub mod lora;
 pub mod metrics;
 pub mod output;
 pub mod placement;

@@ -71,6 +71,9 @@ pub struct Request {
     /// The model the request asks for (`model` in its workload table or trace row); `None`: whatever
     /// the fleet serves, and any worker may take it (every scenario before requests named models).
     pub model: Option<crate::hardware::ModelId>,
+    /// The LoRA adapter the request asks for, on top of its model (`adapters` in its workload
+    /// table); `None`: the base model.
+    pub adapter: Option<crate::lora::AdapterRef>,
 }
 
 /// Tag mixed into the content id of a request's answer.
@@ -101,6 +104,7 @@ impl Request {
             private_tail: false,
             never_quoted: false,
             model: None,
+            adapter: None,
         }
     }
 
@@ -115,6 +119,20 @@ impl Request {
         }
         self.answer_content = splitmix64(self.answer_content ^ salt);
         self.model = Some(model);
+        self
+    }
+
+    /// This request asking for `adapter` on top of its model. Its content ids are renamed under the
+    /// adapter, as vLLM's prefix cache keys a block by the adapter's name too
+    /// (`_gen_lora_extra_hash_keys`, `vllm/v1/core/kv_cache_utils.py` v0.19.1): no block computed
+    /// with one adapter is reused under another or under the base model.
+    pub fn for_adapter(mut self, adapter: crate::lora::AdapterRef) -> Self {
+        let salt = splitmix64(adapter.id ^ 0x6c6f_7261_0000_0000);
+        for seg in &mut self.segments {
+            seg.content = splitmix64(seg.content ^ salt);
+        }
+        self.answer_content = splitmix64(self.answer_content ^ salt);
+        self.adapter = Some(adapter);
         self
     }
 

@@ -185,6 +185,10 @@ pub struct WorkerGroup {
     /// each worker is a node of its own, reached over RDMA (`[interconnect]`).
     #[serde(default)]
     pub node: Option<String>,
+    /// LoRA adapters (`[workers.lora]`): the group's engines run with LoRA enabled and serve
+    /// requests for adapters of their model ([`crate::lora`]); without it they serve no adapter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<crate::lora::LoraParams>,
 }
 
 fn one() -> PositiveInt {
@@ -238,6 +242,7 @@ impl WorkerGroup {
             role: Default::default(),
             prefill_workers: 0,
             node: None,
+            lora: None,
         }
     }
 
@@ -469,6 +474,7 @@ impl Scenario {
         self.validate_replication()?;
         self.validate_autoscaler()?;
         self.validate_models()?;
+        self.validate_lora()?;
         if self.faults.is_empty() {
             return self.validate_router();
         }
@@ -629,6 +635,59 @@ impl Scenario {
         Ok(())
     }
 
+    /// The adapter tables of the workload and its classes, with where.
+    pub fn requested_adapters(&self) -> Vec<(&crate::workload::adapters::AdapterSpec, String)> {
+        let mut out = Vec::new();
+        if let Some(a) = &self.workload.adapters {
+            out.push((a, "workload.adapters".to_string()));
+        }
+        for (k, c) in self.workload.class_list().iter().enumerate() {
+            if let Some(a) = &c.traffic.adapters {
+                out.push((a, format!("workload.classes[{k}].traffic.adapters")));
+            }
+        }
+        out
+    }
+
+    /// LoRA: each group's `[workers.lora]` as vLLM would accept it, and adapters that some group may
+    /// serve: a group with LoRA, and their base model in the fleet.
+    fn validate_lora(&self) -> Result<(), (String, String)> {
+        for (i, g) in self.workers.iter().enumerate() {
+            let Some(l) = &g.lora else { continue };
+            l.validate()
+                .map_err(|(f, m)| (format!("workers[{i}].lora.{f}"), m))?;
+            if g.role != crate::worker::role::Role::Both || g.prefill_workers > 0 {
+                return Err((
+                    format!("workers[{i}].lora"),
+                    "LoRA adapters are not supported with prefill/decode disaggregation yet".into(),
+                ));
+            }
+        }
+        for (a, at) in self.requested_adapters() {
+            if !self.workers.iter().any(|g| g.lora.is_some()) {
+                return Err((
+                    at,
+                    "no [[workers]] group has a [workers.lora] table, so no worker would serve an \
+                     adapter: add one (max_loras, max_cpu_loras, ...) to the groups that should"
+                        .into(),
+                ));
+            }
+            if let Some(base) = a.base
+                && !self.workers.iter().any(|g| g.may_serve(base))
+            {
+                return Err((
+                    format!("{at}.base"),
+                    format!(
+                        "the adapters' base model {} is not served by any [[workers]] group (their \
+                         `model` or `models`)",
+                        base.as_str()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The models the workload's requests name, in order of first mention, with where.
     pub fn requested_models(&self) -> Vec<(ModelId, String)> {
         let mut out: Vec<(ModelId, String)> = Vec::new();
@@ -645,6 +704,9 @@ impl Scenario {
                 c.traffic.model,
                 format!("workload.classes[{k}].traffic.model"),
             );
+        }
+        for (a, at) in self.requested_adapters() {
+            add(a.base, format!("{at}.base"));
         }
         out
     }
@@ -1128,6 +1190,9 @@ fn find_line(text: &str, path: &str) -> Option<usize> {
     if let Some(line) = find_class_line(text, path) {
         return Some(line);
     }
+    if let Some(line) = find_group_subtable_line(text, path) {
+        return Some(line);
+    }
     if let Some(line) = find_subtable_line(text, path) {
         return Some(line);
     }
@@ -1174,6 +1239,54 @@ fn find_line(text: &str, path: &str) -> Option<usize> {
         }
     }
     header_line
+}
+
+/// The line of `T[i].S.KEY` (or of `T[i].S`) when the `i`-th `[[T]]` entry is followed by a `[T.S]`
+/// sub-table (`[workers.lora]`): the line of KEY in it, else the sub-table's header.
+fn find_group_subtable_line(text: &str, path: &str) -> Option<usize> {
+    let (table, rest) = path.split_once('[')?;
+    let (index, rest) = rest.split_once("].")?;
+    let index: usize = index.parse().ok()?;
+    let (sub, key) = match rest.split_once('.') {
+        Some((s, k)) => (s, Some(k)),
+        None => (rest, None),
+    };
+    let entry = format!("[[{table}]]");
+    let header = format!("[{table}.{sub}]");
+    let mut seen = 0;
+    let mut in_entry = false;
+    let mut sub_line = None;
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l == entry {
+            if in_entry {
+                break;
+            }
+            in_entry = seen == index;
+            seen += 1;
+            continue;
+        }
+        if !in_entry {
+            continue;
+        }
+        if l.starts_with('[') {
+            if sub_line.is_some() {
+                break;
+            }
+            if l == header {
+                sub_line = Some(i + 1);
+            }
+            continue;
+        }
+        if sub_line.is_some()
+            && let Some(k) = key
+            && l.starts_with(k)
+            && l[k.len()..].trim_start().starts_with('=')
+        {
+            return Some(i + 1);
+        }
+    }
+    sub_line
 }
 
 /// The line of `a.b.key` (or of `a.b` itself) when the text has a `[a.b]` table header: the line

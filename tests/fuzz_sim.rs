@@ -1,5 +1,5 @@
 //! Fuzzing that runs simulations: proptest writes small whole scenarios, with faults, a gateway, KV
-//! tiers, prefill/decode splits and hot-prefix replication, from values in and out of their ranges,
+//! tiers, prefill/decode splits, hot-prefix replication, LoRA adapters and autoscaling, from values in and out of their ranges,
 //! and runs every one that `validate` accepts to its end. A scenario may be refused; a run may not
 //! panic, abort or hang, and must account for every request it admitted (arrived equals completed
 //! plus failed plus rejected). A second target seeds itself with the bundled scenarios (`scenarios/*.toml`), cut to a
@@ -48,6 +48,15 @@ fn span(sensible: &'static [&'static str]) -> impl Strategy<Value = String> {
         4 => prop::sample::select(sensible).prop_map(|s| format!("\"{s}\"")),
         1 => prop::sample::select(EDGES).prop_map(|s| format!("\"{s}\"")),
     ]
+}
+
+/// `Some` three times in four: LoRA runs only when a group has `[workers.lora]` and the workload
+/// names adapters, so both must be common for the pair to be.
+fn mostly<S: Strategy + 'static>(s: S) -> impl Strategy<Value = Option<S::Value>>
+where
+    S::Value: Clone + std::fmt::Debug,
+{
+    prop_oneof![1 => Just(None), 3 => s.prop_map(Some)]
 }
 
 /// One `[[faults]]` entry for a fleet of `workers` workers.
@@ -204,9 +213,21 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
             0u32..3,
             prop::option::of(prop::sample::select(&["n1", "n2"][..])),
             prop::option::of(span(&["1s", "3s"])),
+            // `[workers.lora]`: max_loras, extra CPU slots, max_lora_rank (12 is refused).
+            mostly((
+                1u32..5,
+                0u32..3,
+                prop::sample::select(&[8u32, 16, 16, 64, 12][..]),
+            )),
         ),
         1..4,
     );
+    // `adapters`: count, Zipf exponent, rank.
+    let adapters = mostly((
+        1u32..50,
+        prop::sample::select(&["0.0", "1.0", "1.5"][..]),
+        prop::sample::select(&[8u32, 16, 32, 64][..]),
+    ));
     let workload = (
         number(&["2.0", "10.0", "30.0"]),
         16u32..400,
@@ -220,6 +241,7 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
             "prefix_aware",
             "session_affinity",
             "least_kv",
+            "lora_affinity",
         ][..],
     );
     let interconnect = prop_oneof![
@@ -229,7 +251,7 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
             "\n[interconnect]\nrdma_gb_per_s = {bw}\n[interconnect.replication]\nrate_threshold = {rate}\ncopies = 2\nmin_prefix_tokens = 16\n"
         )),
     ];
-    (groups, workload, router, tiers(), interconnect, gateway(), 0..i64::MAX as u64, autoscaler())
+    (groups, (workload, adapters), router, tiers(), interconnect, gateway(), 0..i64::MAX as u64, autoscaler())
         .prop_flat_map(|(groups, workload, router, tiers, interconnect, gateway, seed, scaler)| {
             let workers: usize = groups.iter().map(|g| g.0 as usize).sum();
             let faults = prop::collection::vec(fault(workers), 0..4);
@@ -239,15 +261,16 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
             )
         })
         .prop_map(
-            |((groups, (rate, prompt, output, duration), router, tiers, interconnect, set, seed, scaler), faults)| {
+            |((groups, ((rate, prompt, output, duration), adapters), router, tiers, interconnect, set, seed, scaler), faults)| {
                 let mut t = format!(
                     "name = \"fuzz\"\nseed = {seed}\nduration = \"{duration}\"\nmax_requests = 60\n"
                 );
-                for (count, blocks, domain, split, node, start) in groups {
+                for (count, blocks, domain, split, node, start, lora) in groups {
                     t += &format!(
                         "\n[[workers]]\ncount = {count}\ngpu = \"h100\"\nmodel = \"llama-3.1-8b\"\nkv_blocks = {blocks}\nfailure_domain = \"{domain}\"\n"
                     );
-                    if split > 0 && split < count {
+                    // LoRA is refused with a prefill/decode split: keep the split to groups without it.
+                    if split > 0 && split < count && lora.is_none() {
                         t += &format!("prefill_workers = {split}\n");
                     }
                     if let Some(n) = node {
@@ -256,10 +279,20 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
                     if let Some(s) = start {
                         t += &format!("start_at = {s}\n");
                     }
+                    if let Some((slots, extra, rank)) = lora {
+                        t += &format!(
+                            "[workers.lora]\nmax_loras = {slots}\nmax_cpu_loras = {}\nmax_lora_rank = {rank}\nload_from_disk = \"50ms\"\n",
+                            slots + extra
+                        );
+                    }
                 }
                 t += &format!(
-                    "\n[workload]\nkind = \"poisson\"\nrate = {rate}\nprompt = {{ dist = \"fixed\", tokens = {prompt} }}\noutput = {{ dist = \"fixed\", tokens = {output} }}\nshared_prefix = {{ tokens = 64, groups = 2 }}\n\n[router]\npolicy = \"{router}\"\n"
+                    "\n[workload]\nkind = \"poisson\"\nrate = {rate}\nprompt = {{ dist = \"fixed\", tokens = {prompt} }}\noutput = {{ dist = \"fixed\", tokens = {output} }}\nshared_prefix = {{ tokens = 64, groups = 2 }}\n"
                 );
+                if let Some((count, zipf, rank)) = adapters {
+                    t += &format!("adapters = {{ count = {count}, zipf = {zipf}, rank = {rank} }}\n");
+                }
+                t += &format!("\n[router]\npolicy = \"{router}\"\n");
                 t += &tiers;
                 t += &interconnect;
                 t += &scaler;
@@ -312,6 +345,18 @@ fn run(text: &str, file: &str, set: &[String]) {
         r.completed + r.failed + r.rejected,
         "every request accounted for:\n{text}\n{set:?}"
     );
+    // With adapters, the same scenario runs to the same summary, byte for byte.
+    if s.workload.adapters.is_some() {
+        let again = Simulation::from_scenario(&s)
+            .unwrap()
+            .try_run(&mut |_| {})
+            .unwrap();
+        assert_eq!(
+            serde_json::to_string(&out.summary).unwrap(),
+            serde_json::to_string(&again.summary).unwrap(),
+            "deterministic:\n{text}\n{set:?}"
+        );
+    }
 }
 
 /// The bundled scenarios, cut to a few seconds and a few dozen requests.

@@ -19,6 +19,7 @@ mod autoscale;
 mod disagg;
 mod faults;
 mod fleet;
+mod lora;
 mod offload;
 mod peer;
 mod placement;
@@ -291,6 +292,9 @@ pub struct Simulation {
     /// Requests placed by model, and swaps (`placement.rs`); `None` unless a request names a model
     /// or a group may swap.
     placement: Option<Box<placement::Placement>>,
+    /// Requests for LoRA adapters (`lora.rs`); `None` unless a group has `[workers.lora]` or the
+    /// workload names adapters.
+    lora: Option<Box<lora::LoraFleet>>,
 }
 
 impl Simulation {
@@ -305,7 +309,9 @@ impl Simulation {
                 if let Some(t) = g.start_at.filter(|t| t.0 > 0) {
                     starts.push((workers.len(), SimTime(t.0)));
                 }
-                workers.push(Worker::with_blocks(workers.len(), perf, g.engine(), blocks));
+                let mut w = Worker::with_blocks(workers.len(), perf, g.engine(), blocks);
+                w.lora = g.lora.clone().map(crate::lora::AdapterSlots::new);
+                workers.push(w);
             }
         }
         let end = window_end(s.duration);
@@ -364,6 +370,7 @@ impl Simulation {
         sim.set_tiers(s.tiers.clone());
         sim.set_disaggregation(s);
         sim.placement = placement::Placement::of(s)?.map(Box::new);
+        sim.lora = lora::LoraFleet::of(s).map(Box::new);
         for (m, at) in s.requested_models() {
             if !s.workers.iter().any(|g| g.may_serve(m)) {
                 sim.notes.push(format!(
@@ -496,6 +503,7 @@ impl Simulation {
             replication: None,
             autoscale: None,
             placement: None,
+            lora: None,
         }
     }
 
@@ -814,7 +822,15 @@ impl Simulation {
         if let Some(stage) = stage {
             self.mask_for(stage);
         }
-        let Some(mut seq) = self.place_by_model(seq) else {
+        let Some(seq) = self.place_by_model(seq) else {
+            self.prof.stop(Phase::Routing, t);
+            return;
+        };
+        let Some(mut seq) = (if self.lora.is_some() || seq.request.adapter.is_some() {
+            self.place_by_adapter(seq)
+        } else {
+            Some(seq)
+        }) else {
             self.prof.stop(Phase::Routing, t);
             return;
         };
@@ -1393,6 +1409,7 @@ impl Simulation {
         summary.replication = self.replication_summary();
         summary.autoscaler = self.autoscale_summary(self.now);
         summary.models = (self.placement.as_ref()).map(|p| p.counters.summary(self.now));
+        summary.lora = self.lora_summary();
         let swaps = (self.placement.as_ref())
             .map(|p| p.counters.swap_log().to_vec())
             .unwrap_or_default();
@@ -1506,6 +1523,8 @@ fn worker_energy_j(w: &Worker, end_s: f64) -> f64 {
 mod autoscale_tests;
 #[cfg(test)]
 mod fault_tests;
+#[cfg(test)]
+mod lora_tests;
 #[cfg(test)]
 mod placement_tests;
 #[cfg(test)]

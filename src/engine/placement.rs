@@ -280,6 +280,16 @@ impl Simulation {
         self.begin_swap_if_drained(w);
     }
 
+    /// Whether worker `w` serves `seq`'s model now (any worker does when requests are not placed by
+    /// model).
+    pub(super) fn may_serve_model(&self, w: usize, seq: &Sequence) -> bool {
+        self.placement.as_deref().is_none_or(|p| {
+            p.options[p.group[w]]
+                .iter()
+                .any(|o| Some(o.model) == seq.request.model.or(Some(p.default_model)))
+        })
+    }
+
     /// Notes that a request was routed to `w` (its model's recency there).
     pub(super) fn note_model_routed(&mut self, w: usize) {
         if let Some(p) = self.placement.as_deref_mut() {

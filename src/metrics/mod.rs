@@ -9,6 +9,7 @@ pub mod classes;
 pub mod collector;
 pub mod headline;
 pub mod intervals;
+pub mod lora;
 pub mod models;
 pub mod record;
 pub mod recovery;

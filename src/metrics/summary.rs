@@ -70,6 +70,10 @@ pub struct Summary {
     /// model or a worker group may swap).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub models: Option<super::models::ModelsSummary>,
+    /// LoRA adapters: loads, slot waits, rejections (when a group has `[workers.lora]` or a request
+    /// names an adapter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<super::lora::LoraSummary>,
     /// The headline numbers of this run's no-fault twin (the same scenario and seeds without its
     /// faults), against which `recovery[]` is judged; absent without faults or with `--no-twin`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -742,6 +746,7 @@ impl Summary {
             peer_transfer: None,
             replication: None,
             models: None,
+            lora: None,
             twin: None,
             meta: None,
             replications: None,

@@ -220,6 +220,7 @@ mod tests {
             now: SimTime::ZERO,
             load_age: crate::time::SimDuration::ZERO,
             prefix_sources: None,
+            adapters: &[],
         };
         let w = p.route(&input, rng).unwrap().worker;
         p.on_routed(&Routed {
@@ -328,6 +329,7 @@ mod tests {
                 now: SimTime::ZERO,
                 load_age: crate::time::SimDuration::ZERO,
                 prefix_sources: None,
+                adapters: &[],
             };
             p.cost(&input, w)
         };

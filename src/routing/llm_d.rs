@@ -442,6 +442,7 @@ mod tests {
             now: SimTime::ZERO,
             load_age: SimDuration::ZERO,
             prefix_sources: None,
+            adapters: &[],
         };
         p.route(&input, &mut from_u64(0)).unwrap().worker
     }
@@ -502,6 +503,7 @@ mod tests {
                 now: SimTime::ZERO,
                 load_age: SimDuration::ZERO,
                 prefix_sources: None,
+                adapters: &[],
             };
             LlmD::new(params).prefix.scale(&input).score(overlap)
         };
@@ -544,6 +546,7 @@ mod tests {
                 now: SimTime::ZERO,
                 load_age: SimDuration::ZERO,
                 prefix_sources: None,
+                adapters: &[],
             };
             seen[p.route(&input, &mut from_u64(seed)).unwrap().worker] = true;
         }

@@ -600,6 +600,7 @@ mod tests {
             now: SimTime::ZERO,
             load_age: SimDuration::ZERO,
             prefix_sources: None,
+            adapters: &[],
         }
     }
 

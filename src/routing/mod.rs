@@ -15,6 +15,7 @@ mod least_kv;
 mod least_outstanding;
 mod llm_d;
 mod llm_d_predicted;
+mod lora_affinity;
 mod online_linear;
 mod pick;
 mod power_of_two;
@@ -42,6 +43,7 @@ pub use least_kv::LeastKv;
 pub use least_outstanding::LeastOutstanding;
 pub use llm_d::{LlmD, LlmDPreciseParams};
 pub use llm_d_predicted::LlmDPredicted;
+pub use lora_affinity::{LoraAffinity, LoraAffinityParams};
 pub use power_of_two::PowerOfTwo;
 pub use predicted_latency::PredictedLatency;
 pub use prefix_aware::PrefixAware;
@@ -88,6 +90,9 @@ pub struct RouteInput<'a> {
     /// unless the policy asked with [`RoutingPolicy::needs_prefix_sources`] and the fleet has KV
     /// tiers or peer transfer).
     pub prefix_sources: Option<&'a dyn PrefixSources>,
+    /// Per worker, where the request's LoRA adapter stands there (empty unless the policy asked
+    /// with [`RoutingPolicy::needs_adapter_view`] and the request names an adapter).
+    pub adapters: &'a [crate::lora::AdapterLoad],
 }
 
 /// What a router can know about copies of a prompt's KV outside a worker's GPU: the tiers' contents
@@ -149,6 +154,12 @@ pub trait RoutingPolicy: Send {
     /// Whether the policy reads [`RouteInput::prefix_sources`] (the engine then describes the tiers'
     /// contents and the interconnect to it).
     fn needs_prefix_sources(&self) -> bool {
+        false
+    }
+
+    /// Whether the policy reads [`RouteInput::adapters`] (the engine then describes each worker's
+    /// adapters for a request that names one).
+    fn needs_adapter_view(&self) -> bool {
         false
     }
 
@@ -310,6 +321,7 @@ pub(crate) mod test_support {
                 now: SimTime::ZERO,
                 load_age: SimDuration::ZERO,
                 prefix_sources: None,
+                adapters: &[],
             },
             rng,
         )
@@ -349,6 +361,7 @@ pub(crate) mod test_support {
             now: req.arrival,
             load_age: SimDuration::ZERO,
             prefix_sources: None,
+            adapters: &[],
         };
         p.route(&input, &mut crate::rng::from_u64(0)).unwrap()
     }

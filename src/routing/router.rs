@@ -56,6 +56,9 @@ pub struct Router {
     stale: Vec<WorkerSnapshot>,
     last_refresh: Option<SimTime>,
     overlaps: Vec<u32>,
+    /// Per worker, where the request about to be routed stands with its LoRA adapter (filled by the
+    /// engine through [`Router::adapter_loads`] when the policy asks; empty otherwise).
+    adapters: Vec<crate::lora::AdapterLoad>,
     /// Expected cached blocks on the worker chosen last (set by `route`, read by `record`).
     last_expected: u32,
     pub accuracy: ViewAccuracy,
@@ -94,6 +97,7 @@ impl Router {
             stale: Vec::new(),
             last_refresh: None,
             overlaps: Vec::new(),
+            adapters: Vec::new(),
             last_expected: 0,
             accuracy: ViewAccuracy::default(),
             log: Vec::new(),
@@ -150,6 +154,17 @@ impl Router {
         self.policy.needs_prefix_sources()
     }
 
+    /// Whether the policy reads the workers' adapters ([`super::RoutingPolicy::needs_adapter_view`]).
+    pub fn wants_adapter_view(&self) -> bool {
+        self.policy.needs_adapter_view()
+    }
+
+    /// The adapter view the next [`Router::route_with`] passes on, to be filled per worker (or left
+    /// empty) by the caller.
+    pub fn adapter_loads(&mut self) -> &mut Vec<crate::lora::AdapterLoad> {
+        &mut self.adapters
+    }
+
     /// [`Router::route`], telling the policy where copies of the prompt's KV sit below the GPUs.
     pub fn route_with(
         &mut self,
@@ -198,6 +213,7 @@ impl Router {
             now,
             load_age,
             prefix_sources,
+            adapters: &self.adapters,
         };
         let decision = self.policy.route(&input, &mut self.rng)?;
         debug_assert!(

@@ -309,6 +309,7 @@ mod tests {
             now: SimTime::ZERO,
             load_age: crate::time::SimDuration::ZERO,
             prefix_sources: None,
+            adapters: &[],
         };
         p.route(&input, &mut from_u64(0)).unwrap().worker
     }
@@ -415,6 +416,7 @@ mod tests {
             now: SimTime::ZERO,
             load_age: crate::time::SimDuration::ZERO,
             prefix_sources: None,
+            adapters: &[],
         };
         let chosen = p.route(&input, rng).unwrap().worker;
         if let Some(worker) = sent {

@@ -11,15 +11,16 @@ use super::consistent_hash::ConsistentHashParams;
 use super::dynamo_kv::DynamoParams;
 use super::llm_d::{LlmDParams, LlmDPreciseParams};
 use super::llm_d_predicted::LlmDPredictedParams;
+use super::lora_affinity::LoraAffinityParams;
 use super::predicted_latency::PredictedLatencyParams;
 use super::prefix_aware::PrefixAwareParams;
 use super::session_affinity::SessionAffinityParams;
 use super::sglang_cache_aware::SglangParams;
 use super::view::ViewKind;
 use super::{
-    ConsistentHash, DynamoKv, LeastKv, LeastOutstanding, LlmD, LlmDPredicted, PowerOfTwo,
-    PredictedLatency, PrefixAware, RandomChoice, RoundRobin, RoutingPolicy, SessionAffinity,
-    SglangCacheAware,
+    ConsistentHash, DynamoKv, LeastKv, LeastOutstanding, LlmD, LlmDPredicted, LoraAffinity,
+    PowerOfTwo, PredictedLatency, PrefixAware, RandomChoice, RoundRobin, RoutingPolicy,
+    SessionAffinity, SglangCacheAware,
 };
 use crate::config::{PositiveInt, toml_value};
 use crate::time::SimDuration;
@@ -56,6 +57,8 @@ pub enum PolicyConfig {
     PredictedLatency(PredictedLatencyParams),
     /// llm-d's predicted-latency scheduling profile (online-trained TTFT/TPOT models, SLO headroom).
     LlmDPredicted(LlmDPredictedParams),
+    /// llm-d's LoRA-affinity scorer with its queue and KV-utilisation scorers, 1 : 1 : 1.
+    LoraAffinity(LoraAffinityParams),
 }
 
 impl Default for PolicyConfig {
@@ -66,7 +69,7 @@ impl Default for PolicyConfig {
 
 impl PolicyConfig {
     /// Names of every policy, for `fleetsim catalog`.
-    pub const NAMES: [&'static str; 14] = [
+    pub const NAMES: [&'static str; 15] = [
         "round_robin",
         "random",
         "least_outstanding",
@@ -81,6 +84,7 @@ impl PolicyConfig {
         "dynamo_kv",
         "predicted_latency",
         "llm_d_predicted",
+        "lora_affinity",
     ];
 
     /// The policy's name.
@@ -100,6 +104,7 @@ impl PolicyConfig {
             PolicyConfig::DynamoKv(_) => "dynamo_kv",
             PolicyConfig::PredictedLatency(_) => "predicted_latency",
             PolicyConfig::LlmDPredicted(_) => "llm_d_predicted",
+            PolicyConfig::LoraAffinity(_) => "lora_affinity",
         }
     }
 
@@ -120,6 +125,7 @@ impl PolicyConfig {
             PolicyConfig::DynamoKv(p) => Box::new(DynamoKv::new(p.clone())),
             PolicyConfig::PredictedLatency(p) => Box::new(PredictedLatency::new(p.clone())),
             PolicyConfig::LlmDPredicted(p) => Box::new(LlmDPredicted::new(p.clone())),
+            PolicyConfig::LoraAffinity(p) => Box::new(LoraAffinity::new(p)),
         }
     }
 
@@ -455,6 +461,7 @@ mod tests {
                         now: req.arrival,
                         load_age: SimDuration::ZERO,
                         prefix_sources: None,
+                        adapters: &[],
                     };
                     let d = p.route(&input, &mut rng);
                     match d {

@@ -11,7 +11,20 @@ impl Worker {
     /// 2. Every reference to a block is held by a running sequence: the pool's references sum to the
     ///    blocks the running sequences hold, and a waiting sequence holds none.
     /// 3. A running sequence holds at least the blocks its computed tokens need.
+    /// 4. With LoRA, the running sequences name at most `max_loras` distinct adapters (the V1
+    ///    scheduler's skip rule), and the adapter slots keep theirs ([`crate::lora::AdapterSlots`]).
     pub fn check_invariants(&self) -> Result<(), String> {
+        if let Some(slots) = &self.lora {
+            let n = self.running_adapters().len();
+            if n > slots.max_loras() {
+                return Err(format!(
+                    "worker {}: {n} distinct adapters running on {} slots",
+                    self.id,
+                    slots.max_loras()
+                ));
+            }
+            slots.check();
+        }
         self.pool
             .check_invariants()
             .map_err(|e| format!("worker {}: KV pool: {e}", self.id))?;

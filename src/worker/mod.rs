@@ -13,6 +13,11 @@
 //! the lowest priority, as with vLLM's `--scheduling-policy priority`. With one priority throughout
 //! (every scenario without a mix) both rules reduce exactly to the FCFS ones above.
 //!
+//! With LoRA (`[workers.lora]`, [`crate::lora`]) admission follows vLLM V1's adapter rule: once the
+//! running batch names `max_loras` distinct adapters, a waiting request for another adapter is skipped
+//! (it keeps its place) and the next one is considered; the step that first needs an adapter lasts its
+//! load time longer, and a step with a LoRA request in its batch runs slower by the LoRA multiplier.
+//!
 //! The worker never schedules events itself: [`Worker::start_step`] returns the step's duration and the
 //! engine calls [`Worker::finish_step`] when that time has passed.
 
@@ -163,6 +168,11 @@ pub struct Worker {
     pub wipes: u32,
     /// Step-time multiplier (a `slowdown` fault); 1 when healthy.
     pub slowdown: f64,
+    /// The engine's LoRA adapters, when its group has `[workers.lora]` ([`crate::lora`]).
+    pub lora: Option<crate::lora::AdapterSlots>,
+    /// The LoRA step-time multiplier of the step in flight (1 when its batch holds no LoRA request);
+    /// the same for the steady steps after it, which run the same batch.
+    lora_factor: f64,
     /// Whether the blocks past a never-quoted request's own text stay out of the prefix index
     /// ([`kv_cache`]'s private blocks); on by default, off only to test that it changes nothing.
     pub private_blocks: bool,
@@ -205,6 +215,8 @@ impl Worker {
             epoch: 0,
             wipes: 0,
             slowdown: 1.0,
+            lora: None,
+            lora_factor: 1.0,
             private_blocks: true,
             kv_reserve_target: 0,
             reserved: Vec::new(),
@@ -336,10 +348,36 @@ impl Worker {
         // 2. New sequences, FCFS, unless this step had to preempt (as vLLM v1 does).
         let mut admitted = false;
         if !preempted {
+            // With LoRA: the running batch's adapters, and a cursor past the waiting requests the
+            // skip rule leaves in place ([`crate::lora`]). Without, the cursor stays at the head.
+            let mut adapters = self.running_adapters();
+            let mut at = 0;
             while budget > 0 && (self.running.len() as u32) < self.params.max_num_seqs {
-                let Some(n) = self.try_admit(budget, now) else {
+                if let Some(slots) = &self.lora {
+                    let max = slots.max_loras();
+                    while let Some(seq) = self.waiting.get_mut(at)
+                        && let Some(a) = seq.request.adapter
+                        && adapters.len() >= max
+                        && !adapters.contains(&a.id)
+                    {
+                        if !seq.lora_skipped {
+                            seq.lora_skipped = true;
+                            if let Some(slots) = &mut self.lora {
+                                slots.counters.requests_waited += 1;
+                            }
+                        }
+                        at += 1;
+                    }
+                }
+                let Some(n) = self.try_admit(at, budget, now) else {
                     break;
                 };
+                if let Some(a) = self.running.last().and_then(|s| s.request.adapter)
+                    && self.lora.is_some()
+                    && !adapters.contains(&a.id)
+                {
+                    adapters.push(a.id);
+                }
                 self.batch.push((self.running.len() - 1, n));
                 budget -= n;
                 admitted = true;
@@ -381,7 +419,8 @@ impl Worker {
                     && s.runs.iter().all(|r| r.end <= s.computed)
             });
         self.steady_context = shape.context_tokens;
-        let dt = self.scaled_step_time(&shape);
+        let load = self.activate_adapters();
+        let dt = self.scaled_step_time(&shape) + load;
         self.batch_seconds = dt.as_secs_f64();
         self.batch_tokens = shape.tokens;
         self.in_step = true;
@@ -412,11 +451,72 @@ impl Worker {
     /// A step time `dt` at this worker's speed: slowed down by a `slowdown` fault if any.
     #[inline]
     fn slowed(&self, dt: SimDuration) -> SimDuration {
-        if self.slowdown != 1.0 {
-            SimDuration::from_secs_f64(dt.as_secs_f64() * self.slowdown).max(SimDuration(1))
+        let factor = self.slowdown * self.lora_factor;
+        if factor != 1.0 {
+            SimDuration::from_secs_f64(dt.as_secs_f64() * factor).max(SimDuration(1))
         } else {
             dt
         }
+    }
+
+    /// Where adapter `id` stands on this worker, as vLLM's `vllm:lora_requests_info` metric tells a
+    /// router (running and waiting adapters against `max_loras`); `None` without LoRA.
+    pub fn adapter_load(&self, id: u64) -> Option<crate::lora::AdapterLoad> {
+        let slots = self.lora.as_ref()?;
+        let mut running: Vec<u64> = Vec::new();
+        for a in self.running.iter().filter_map(|s| s.request.adapter) {
+            if !running.contains(&a.id) {
+                running.push(a.id);
+            }
+        }
+        let mut waiting: Vec<u64> = Vec::new();
+        for a in self.waiting.iter().filter_map(|s| s.request.adapter) {
+            if !waiting.contains(&a.id) {
+                waiting.push(a.id);
+            }
+        }
+        Some(crate::lora::AdapterLoad {
+            active: running.contains(&id),
+            waiting: waiting.contains(&id),
+            room: running.len() + waiting.len() < slots.max_loras(),
+        })
+    }
+
+    /// The distinct adapters of the running sequences, in admission order (empty without LoRA).
+    fn running_adapters(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        if self.lora.is_some() {
+            for a in self.running.iter().filter_map(|s| s.request.adapter) {
+                if !out.contains(&a.id) {
+                    out.push(a.id);
+                }
+            }
+        }
+        out
+    }
+
+    /// Makes the batch's adapters active, sets the step's LoRA multiplier, and returns the time the
+    /// adapter loads add to the step (zero without LoRA).
+    fn activate_adapters(&mut self) -> SimDuration {
+        self.lora_factor = 1.0;
+        if self.lora.is_none() {
+            return SimDuration::ZERO;
+        }
+        let mut batch: Vec<u64> = Vec::new();
+        for &(idx, _) in &self.batch {
+            if let Some(a) = self.running[idx].request.adapter
+                && !batch.contains(&a.id)
+            {
+                batch.push(a.id);
+            }
+        }
+        let slots = self.lora.as_mut().expect("checked above");
+        if batch.is_empty() {
+            return SimDuration::ZERO;
+        }
+        self.lora_factor = slots.params.multiplier();
+        slots.counters.lora_steps += 1;
+        slots.activate(&batch)
     }
 
     /// Applies the step in flight at its end time `now`: progress, cache registration, sampling.
@@ -489,13 +589,14 @@ impl Worker {
         outcome
     }
 
-    /// Admits the waiting queue's head if its uncached part fits; returns the tokens scheduled for it.
+    /// Admits the waiting request at position `at` (the head, unless the LoRA skip rule passed over
+    /// the ones before it) if its uncached part fits; returns the tokens scheduled for it.
     /// Blocks the sequence loads from the shared store (`load_blocks`) arrive with it: they take fresh
     /// blocks, are registered at once, and are not computed.
-    fn try_admit(&mut self, budget: u32, now: SimTime) -> Option<u32> {
+    fn try_admit(&mut self, at: usize, budget: u32, now: SimTime) -> Option<u32> {
         let bs = self.params.block_size;
         let caching = self.params.enable_prefix_caching;
-        let seq = self.waiting.front_mut()?;
+        let seq = self.waiting.get_mut(at)?;
         if caching && seq.hashes.is_empty() {
             seq.hashes = seq.request.block_hashes(bs);
         }
@@ -534,7 +635,7 @@ impl Worker {
             seq.cached_hint = blocks; // still exact: the next attempt checks it again
             return None;
         }
-        let mut seq = self.waiting.pop_front().unwrap();
+        let mut seq = self.waiting.remove(at).unwrap();
         self.pool.touch_all(&blocks);
         seq.blocks = blocks;
         for _ in 0..new_blocks {
@@ -673,6 +774,9 @@ impl Worker {
     /// begun by the old one counts.
     pub fn restart(&mut self) {
         self.stall();
+        if let Some(slots) = &mut self.lora {
+            slots.clear();
+        }
     }
 
     /// The worker now serves another model (a swap, [`crate::placement`]): step times from `perf`, a
@@ -694,6 +798,9 @@ impl Worker {
         self.kv_reserve_target = self.kv_reserve_target.min(blocks);
         self.wipes += 1;
         self.perf = perf;
+        if let Some(slots) = &mut self.lora {
+            slots.clear();
+        }
     }
 
     /// Takes request `id` off the worker (a gateway timeout), releasing its blocks.

@@ -81,6 +81,9 @@ pub struct Sequence {
     /// ([`crate::worker::kv_cache`]): the request is never quoted and has never left a worker without
     /// completing. Cleared for good by [`Sequence::publish_private`].
     pub may_stay_private: bool,
+    /// Whether admission ever skipped this request because its LoRA adapter could not join the batch
+    /// ([`crate::lora`]).
+    pub lora_skipped: bool,
     /// The first block registered as private at this admission (`usize::MAX`: none).
     pub private_from: usize,
     /// Leading prompt blocks of the conversation's history: the blocks of its previous turn's prompt
@@ -143,6 +146,7 @@ impl Sequence {
             handed_off: 0,
             routed: false,
             may_stay_private: never_quoted,
+            lora_skipped: false,
             private_from: usize::MAX,
             history_blocks: 0,
             history_holders: Vec::new(),

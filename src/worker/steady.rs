@@ -2,11 +2,12 @@
 //!
 //! A step is *steady* when its batch is every running sequence decoding one token (each has sampled at
 //! least one token already), nothing was admitted or preempted to form it, and the memory-pressure
-//! reserve is fully taken. While no event touches the worker, the steps after a steady one are the same
-//! batch again, one token further on, until a sequence completes. Those intermediate steps are *pure*:
-//! their ends and the starts that follow complete no sequence, admit, preempt or sample nothing for the
-//! first time, and charge no recompute. So the engine may apply them in bulk
-//! ([`Worker::advance_steady`]) with exactly the durations stepping one by one would give
+//! reserve is fully taken. While no event touches the worker, the steps after a steady one are the
+//! same batch again, one token further on, until a sequence completes (a waiting request that LoRA's
+//! skip rule keeps out stays out: the running adapters change only when a sequence completes). Those
+//! intermediate steps are *pure*: their ends and the starts that follow complete no sequence, admit,
+//! preempt or sample nothing for the first time, and charge no recompute. So the engine may apply them
+//! in bulk ([`Worker::advance_steady`]) with exactly the durations stepping one by one would give
 //! ([`Worker::steady_step_times`]).
 //!
 //! Two kinds of run, by what the steps may do to the KV pool ([`Worker::steady_steps_after`]):
@@ -167,6 +168,13 @@ impl Worker {
         }
         self.steady_context += u64::from(k) * self.running.len() as u64;
         self.steps += u64::from(k);
+        // The same batch each step: the adapters it activates are active already (no load, and the
+        // slots' recency ends as one activation leaves it), but each step is a LoRA step if it is.
+        if let Some(slots) = &mut self.lora
+            && self.running.iter().any(|s| s.request.adapter.is_some())
+        {
+            slots.counters.lora_steps += u64::from(k);
+        }
         self.batch_seconds = durations[durations.len() - 1].as_secs_f64();
     }
 

@@ -647,3 +647,75 @@ fn a_waiting_sequence_keeps_a_run_within_blocks() {
     assert_eq!(h.w.steady_steps_after(true), h.w.steady_steps_after(false));
     assert!(h.w.steady_steps_after(false) < BS);
 }
+
+mod lora {
+    //! The V1 scheduler's LoRA skip rule on one worker, over random queues of adapter requests.
+
+    use super::*;
+    use crate::config::PositiveInt;
+    use crate::lora::{AdapterRef, AdapterSlots, LoraParams};
+    use proptest::prelude::*;
+
+    fn lora_worker(max_loras: u32, blocks: u32, budget: u32) -> Worker {
+        let mut w = worker(blocks, budget);
+        w.lora = Some(AdapterSlots::new(LoraParams {
+            max_loras: PositiveInt(max_loras),
+            max_cpu_loras: Some(PositiveInt(max_loras + 1)),
+            ..LoraParams::default()
+        }));
+        w
+    }
+
+    fn with_adapter(r: Request, adapter: Option<u64>) -> Request {
+        match adapter {
+            Some(id) => r.for_adapter(AdapterRef { id, rank: 16 }),
+            None => r,
+        }
+    }
+
+    proptest! {
+        /// Every request completes; no batch holds more than `max_loras` adapters; and a waiting
+        /// request is passed over only for its adapter: whenever one behind it is admitted, the one
+        /// passed over names an adapter outside a full batch.
+        #[test]
+        fn the_skip_rule_holds_and_every_request_completes(
+            max_loras in 1u32..4,
+            reqs in proptest::collection::vec((proptest::option::of(0u64..6), 1u32..20, 1u32..6), 1..24),
+        ) {
+            let mut h = Harness::new(lora_worker(max_loras, 64, 32));
+            for (i, &(adapter, prompt, output)) in reqs.iter().enumerate() {
+                h.enqueue(with_adapter(request(i as u64, &[(i as u64 + 1, prompt)], output), adapter), 0);
+            }
+            let adapter_of = |id: u64| reqs[id as usize].0;
+            let mut done = 0;
+            for _ in 0..10_000 {
+                if h.w.outstanding() == 0 {
+                    break;
+                }
+                let waiting_before = h.waiting_ids();
+                let running_before = h.running_ids();
+                let batch = h.start();
+                let mut in_batch: Vec<u64> = Vec::new();
+                for &(id, _) in &batch {
+                    if let Some(a) = adapter_of(id) && !in_batch.contains(&a) {
+                        in_batch.push(a);
+                    }
+                }
+                prop_assert!(in_batch.len() as u32 <= max_loras, "{in_batch:?}");
+                // The requests admitted this step, and the waiting ones before the last of them.
+                let admitted: Vec<u64> = batch.iter().map(|b| b.0).filter(|id| !running_before.contains(id)).collect();
+                if let Some(&last) = admitted.last() {
+                    let pos = waiting_before.iter().position(|&id| id == last).unwrap();
+                    for &skipped in waiting_before[..pos].iter().filter(|id| !admitted.contains(id)) {
+                        let a = adapter_of(skipped);
+                        prop_assert!(a.is_some_and(|a| !in_batch.contains(&a)) && in_batch.len() as u32 == max_loras,
+                            "request {skipped} ({a:?}) passed over with batch adapters {in_batch:?}");
+                    }
+                }
+                done += h.finish().len();
+                h.w.check_invariants().map_err(TestCaseError::fail)?;
+            }
+            prop_assert_eq!(done, reqs.len());
+        }
+    }
+}

@@ -13,6 +13,7 @@
 //! - [`mix`]: several classes of traffic, each with its own priority and SLO, merged into one stream.
 //! - [`spec`]: the scenario's `[workload]` table and the factory that builds one of the above.
 
+pub mod adapters;
 pub mod concurrency;
 pub mod dist;
 pub mod frontend;

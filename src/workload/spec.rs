@@ -201,6 +201,11 @@ pub struct WorkloadSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<crate::hardware::ModelId>,
 
+    /// The LoRA adapters the requests ask for, one each (any kind but `mix`, whose classes name
+    /// their own); without it they ask for the base model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapters: Option<super::adapters::AdapterSpec>,
+
     /// The classes of a traffic mix (`mix`), in `[[workload.classes]]` order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub classes: Option<Vec<super::mix::ClassSpec>>,
@@ -478,6 +483,18 @@ impl WorkloadSpec {
                     .into(),
             ));
         }
+        if let Some(a) = &self.adapters {
+            if self.kind == WorkloadKind::Mix {
+                return Err((
+                    "workload.adapters".into(),
+                    "a mix's requests take the adapters of their class: set `adapters` in each \
+                     [workload.classes.traffic] table instead"
+                        .into(),
+                ));
+            }
+            a.validate()
+                .map_err(|(k, m)| (format!("workload.adapters.{k}"), m))?;
+        }
         match self.kind {
             WorkloadKind::Poisson | WorkloadKind::Gamma => self.open_loop().map(|_| ()),
             WorkloadKind::Sessions => self.sessions().map(|_| ()),
@@ -560,6 +577,14 @@ impl WorkloadSpec {
                 inner: workload,
                 model,
             }),
+            None => workload,
+        };
+        let workload = match &self.adapters {
+            Some(spec) => Box::new(super::adapters::ForAdapters::new(
+                workload,
+                spec.clone(),
+                seed,
+            )),
             None => workload,
         };
         Ok(BuiltWorkload { workload, notes })

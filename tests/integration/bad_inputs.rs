@@ -155,6 +155,15 @@ const SCENARIO_EDITS: &[(&str, &str, &str, Expect)] = &[
     ("as-count-outside", "[slo]", "[autoscaler]\nmin_replicas = 3\nmax_replicas = 4\nmetric = \"rps\"\ntarget = 1.0\n\n[slo]", Fail(&["as-count-outside.toml:7:", "workers[0].count", "between autoscaler.min_replicas (3)"])),
     ("as-key-typo", "[slo]", "[autoscaler]\nmax_replicas = 4\nmetric = \"rps\"\ntarget = 1.0\ncooldown = \"5m\"\n\n[slo]", Fail(&["as-key-typo.toml:26:", "cooldown", "unknown field"])),
     ("as-good", "[slo]", "[autoscaler]\nmax_replicas = 4\nmetric = \"rps\"\ntarget = 1.0\n\n[slo]", Ok(&["| TTFT |"])),
+    ("lora-cpu-below", "max_num_seqs = 64", "max_num_seqs = 64\n\n[workers.lora]\nmax_loras = 4\nmax_cpu_loras = 2\n", Fail(&["lora-cpu-below.toml:15:", "workers[0].lora.max_cpu_loras", "at least max_loras (4), got 2"])),
+    ("lora-rank-odd", "max_num_seqs = 64", "max_num_seqs = 64\n\n[workers.lora]\nmax_lora_rank = 12\n", Fail(&["lora-rank-odd.toml:14:", "workers[0].lora.max_lora_rank", "got 12"])),
+    ("lora-rank-no-default", "max_num_seqs = 64", "max_num_seqs = 64\n\n[workers.lora]\nmax_lora_rank = 128\n", Fail(&["lora-rank-no-default.toml:13:", "workers[0].lora.step_multiplier", "max_lora_rank = 128"])),
+    ("lora-typo", "max_num_seqs = 64", "max_num_seqs = 64\n\n[workers.lora]\nmax_lora = 4\n", Fail(&["lora-typo.toml:14:", "max_lora", "unknown field"])),
+    ("adapters-unknown-base", "max_num_seqs = 64", "max_num_seqs = 64\n\n[workers.lora]\nmax_loras = 2\n", Fail(&["adapters-unknown-base.toml:22:", "base", "llama-9"])),
+    ("adapters-base-not-served", "max_num_seqs = 64", "max_num_seqs = 64\n\n[workers.lora]\nmax_loras = 2\n", Fail(&["adapters-base-not-served.toml:22:", "workload.adapters.base", "qwen3-8b", "not served by any [[workers]] group"])),
+    ("adapters-no-lora", "tokens = 10 }", "tokens = 10 }\nadapters = { count = 4 }", Fail(&["adapters-no-lora.toml:18:", "workload.adapters", "[workers.lora]"])),
+    ("adapters-count-zero", "max_num_seqs = 64", "max_num_seqs = 64\n\n[workers.lora]\nmax_loras = 2\n", Fail(&["adapters-count-zero.toml:22:", "count", "at least 1"])),
+    ("lora-good", "max_num_seqs = 64", "max_num_seqs = 64\n\n[workers.lora]\nmax_loras = 2\n", Ok(&["| TTFT |"])),
     ("pd-good", "max_num_seqs = 64", "max_num_seqs = 64\nprefill_workers = 1", Ok(&["P/D disaggregation", "1 / 1 / 0"])),
     ("huge-prompt-all-rejected", "tokens = 100", "tokens = 3000000", Ok(&["longer than every worker's KV capacity", "| TTFT | – |"])),
 ];
@@ -265,7 +274,20 @@ fn setup(dir: &Path) {
     w("good.toml", GOOD);
     for (name, from, to, _) in SCENARIO_EDITS {
         assert!(GOOD.contains(from), "{name}: `{from}` is not in GOOD");
-        w(&format!("{name}.toml"), &GOOD.replacen(from, to, 1));
+        let text = GOOD.replacen(from, to, 1);
+        // The adapter cases edit the workload too.
+        let adapters = match *name {
+            "adapters-unknown-base" => Some("adapters = { count = 4, base = \"llama-9\" }"),
+            "adapters-base-not-served" => Some("adapters = { count = 4, base = \"qwen3-8b\" }"),
+            "adapters-count-zero" => Some("adapters = { count = 0 }"),
+            "lora-good" => Some("adapters = { count = 4, zipf = 0.5 }"),
+            _ => None,
+        };
+        let text = match adapters {
+            Some(a) => text.replacen("tokens = 10 }", &format!("tokens = 10 }}\n{a}"), 1),
+            None => text,
+        };
+        w(&format!("{name}.toml"), &text);
     }
     w("replay.toml", TRACE_SCENARIO);
     w(

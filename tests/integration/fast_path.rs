@@ -161,6 +161,31 @@ proptest! {
         let s = scenario(FLEET, &o);
         both_ways(&s, &format!("{o:?}"));
     }
+
+    /// The same with LoRA adapters: a few slots, a small CPU cache, Zipf adapters (per conversation
+    /// with sessions), routed by every policy family or by `lora_affinity`.
+    #[test]
+    fn random_lora_fleets_with_faults_give_the_same_summary_both_ways(
+        seed in 1u64..1_000_000,
+        workers in 1u32..4,
+        rate in 1.0f64..12.0,
+        sessions in any::<bool>(),
+        policy in 0usize..POLICIES.len() + 1,
+        faults in prop::collection::vec((0usize..FAULTS.len(), 0u32..3, 1u32..11), 0..3),
+        max_loras in 1u32..4,
+        adapters in 2u32..12,
+    ) {
+        let mut o = random_fleet(seed, workers, 2000, rate, sessions, policy % POLICIES.len(), &faults);
+        if policy == POLICIES.len() {
+            o.push("router.policy=\"lora_affinity\"".to_string());
+        }
+        o.push(format!("workers[0].lora={{max_loras={max_loras},max_cpu_loras={}}}", max_loras + 1));
+        o.push(format!("workload.adapters={{count={adapters},zipf=1.0}}"));
+        let o: Vec<&str> = o.iter().map(String::as_str).collect();
+        let s = scenario(FLEET, &o);
+        let out = both_ways(&s, &format!("{o:?}"));
+        prop_assert!(out.summary.lora.is_some_and(|l| l.requests_with_adapter > 0));
+    }
 }
 
 /// Disaggregated fleets: hand-offs settle the decode worker before they enqueue on it, so the fast
