@@ -1,10 +1,8 @@
 //! LoRA adapters timed by hand (`lora.rs`, [`crate::lora`]): load times, the step multiplier, the
 //! V1 scheduler's skip rule, and requests no worker may serve.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
-
-use super::tests::{Scripted, by_id, request};
+use super::placement_tests::run_with;
+use super::tests::{by_id, request};
 use super::*;
 use crate::hardware::StepShape;
 use crate::lora::AdapterRef;
@@ -31,16 +29,6 @@ adapters = { count = 2 }
 
 fn scenario(text: &str) -> Scenario {
     Scenario::parse(text, "lora.toml", &[]).unwrap()
-}
-
-fn run_with(s: &Scenario, requests: Vec<Request>) -> (RunOutput, Arc<Mutex<Vec<RequestRecord>>>) {
-    let records = Arc::new(Mutex::new(Vec::new()));
-    let mut sim = Simulation::from_scenario(s).unwrap();
-    sim.workload = Box::new(Scripted {
-        pending: VecDeque::from(requests),
-        records: Arc::clone(&records),
-    });
-    (sim.run(&mut |_| {}), records)
 }
 
 const A: AdapterRef = AdapterRef { id: 11, rank: 16 };

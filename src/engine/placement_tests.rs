@@ -7,9 +7,9 @@ use super::placement::Placement;
 use super::tests::{Scripted, request};
 use super::*;
 use crate::hardware::{ModelId, StepShape};
+use crate::routing::test_support::snapshots;
 use crate::scenario::Scenario;
 use crate::time::SimDuration;
-use crate::worker::WorkerSnapshot;
 
 const FLEET: &str = r#"
 name = "swap"
@@ -33,7 +33,10 @@ fn scenario(text: &str) -> Scenario {
 }
 
 /// `s`'s simulation fed `requests` instead of its workload; the handle fills with their records.
-fn run_with(s: &Scenario, requests: Vec<Request>) -> (RunOutput, Arc<Mutex<Vec<RequestRecord>>>) {
+pub(super) fn run_with(
+    s: &Scenario,
+    requests: Vec<Request>,
+) -> (RunOutput, Arc<Mutex<Vec<RequestRecord>>>) {
     let records = Arc::new(Mutex::new(Vec::new()));
     let mut sim = Simulation::from_scenario(s).unwrap();
     sim.workload = Box::new(Scripted {
@@ -373,23 +376,6 @@ output = {{ dist = "fixed", tokens = 1 }}
     Placement::of(&scenario(&text)).unwrap().unwrap()
 }
 
-fn loads(outstanding: &[u32]) -> Vec<WorkerSnapshot> {
-    outstanding
-        .iter()
-        .enumerate()
-        .map(|(id, &o)| WorkerSnapshot {
-            id,
-            up: true,
-            outstanding: o,
-            queued: 0,
-            running: o,
-            kv_utilization: 0.0,
-            used_blocks: 0,
-            total_blocks: 100,
-        })
-        .collect()
-}
-
 #[test]
 fn a_load_driven_swap_takes_a_worker_of_a_lighter_model_even_a_busy_one() {
     let p = two_models(2);
@@ -399,23 +385,29 @@ fn a_load_driven_swap_takes_a_worker_of_a_lighter_model_even_a_busy_one() {
     // Llama: 8 outstanding on 2 copies (8/3 per copy after gaining one); Qwen: 1 on 2 (1 after losing
     // one). The busy Qwen worker 2 and the idle worker 3 tie on the lighter model; the lower id goes.
     assert_eq!(
-        p.donor_for(llama, 4, late, &loads(&[4, 4, 1, 0]), up),
+        p.donor_for(llama, 4, late, &snapshots(&[4, 4, 1, 0]), up),
         Some(2)
     );
     // Below the threshold: 8 < 5 per copy x 2 copies.
-    assert_eq!(p.donor_for(llama, 5, late, &loads(&[4, 4, 1, 0]), up), None);
+    assert_eq!(
+        p.donor_for(llama, 5, late, &snapshots(&[4, 4, 1, 0]), up),
+        None
+    );
     // Qwen would be heavier per copy after the move (6 on 1) than Llama (8 on 3): no move, so the two
     // cannot trade a worker back and forth.
-    assert_eq!(p.donor_for(llama, 4, late, &loads(&[4, 4, 3, 3]), up), None);
+    assert_eq!(
+        p.donor_for(llama, 4, late, &snapshots(&[4, 4, 3, 3]), up),
+        None
+    );
     // A worker the gateway cannot route to is no donor, and Qwen's other worker is then its last
     // routable copy.
     assert_eq!(
-        p.donor_for(llama, 4, late, &loads(&[4, 4, 1, 0]), |w| w != 2),
+        p.donor_for(llama, 4, late, &snapshots(&[4, 4, 1, 0]), |w| w != 2),
         None
     );
     // Before min_residency (60 s by default) no worker has served its model long enough.
     assert_eq!(
-        p.donor_for(llama, 4, secs(59), &loads(&[4, 4, 1, 0]), up),
+        p.donor_for(llama, 4, secs(59), &snapshots(&[4, 4, 1, 0]), up),
         None
     );
 }
@@ -425,11 +417,11 @@ fn the_last_copy_of_a_model_is_never_taken_by_a_load_driven_swap() {
     let p = two_models(1);
     let llama = ModelId::Llama31_8b;
     assert_eq!(
-        p.donor_for(llama, 1, secs(60), &loads(&[3, 3, 1]), |_| true),
+        p.donor_for(llama, 1, secs(60), &snapshots(&[3, 3, 1]), |_| true),
         None
     );
     assert_eq!(
-        p.donor_for(llama, 1, secs(60), &loads(&[3, 3, 0]), |_| true),
+        p.donor_for(llama, 1, secs(60), &snapshots(&[3, 3, 0]), |_| true),
         None
     );
 }

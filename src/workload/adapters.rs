@@ -10,14 +10,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Workload;
+use super::RequestTag;
 use crate::config::{NonNegative, PositiveInt};
 use crate::hardware::ModelId;
 use crate::lora::AdapterRef;
-use crate::metrics::record::RequestRecord;
 use crate::request::Request;
 use crate::rng::{fnv1a, splitmix64};
-use crate::time::SimTime;
 
 /// The `adapters` table of a workload.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -77,9 +75,8 @@ impl AdapterSpec {
     }
 }
 
-/// A workload whose requests each ask for one of an [`AdapterSpec`]'s adapters.
+/// Each request asks for one of an [`AdapterSpec`]'s adapters (a [`super::Tagged`] workload's tag).
 pub struct ForAdapters {
-    inner: Box<dyn Workload>,
     spec: AdapterSpec,
     /// Cumulative popularity, ending at 1.
     cdf: Vec<f64>,
@@ -87,8 +84,8 @@ pub struct ForAdapters {
 }
 
 impl ForAdapters {
-    /// Wraps `inner`; draws are keyed by `seed` and the adapter set's name.
-    pub fn new(inner: Box<dyn Workload>, spec: AdapterSpec, seed: u64) -> Self {
+    /// Draws keyed by `seed` and the adapter set's name.
+    pub fn new(spec: AdapterSpec, seed: u64) -> Self {
         let weights: Vec<f64> = (0..spec.count.0)
             .map(|i| f64::from(i + 1).powf(-spec.zipf.0))
             .collect();
@@ -105,12 +102,7 @@ impl ForAdapters {
             *last = 1.0;
         }
         let salt = splitmix64(seed ^ fnv1a(format!("workload/adapters/{}", spec.name).as_bytes()));
-        ForAdapters {
-            inner,
-            spec,
-            cdf,
-            salt,
-        }
+        ForAdapters { spec, cdf, salt }
     }
 
     /// The index of the adapter a request of `key` asks for.
@@ -120,7 +112,9 @@ impl ForAdapters {
             .partition_point(|&c| c <= u)
             .min(self.cdf.len() - 1) as u32
     }
+}
 
+impl RequestTag for ForAdapters {
     fn tag(&self, r: Request) -> Request {
         let key = r.session.map_or(r.id, |s| s.id ^ 0x5e55_1000_0000_0000);
         let adapter = self.spec.adapter(self.index(key));
@@ -132,40 +126,9 @@ impl ForAdapters {
     }
 }
 
-impl Workload for ForAdapters {
-    fn next_arrival(&mut self) -> Option<Request> {
-        let r = self.inner.next_arrival()?;
-        Some(self.tag(r))
-    }
-
-    fn on_finished(&mut self, record: &RequestRecord, now: SimTime) -> Option<Request> {
-        let r = self.inner.on_finished(record, now)?;
-        Some(self.tag(r))
-    }
-
-    fn resumes_after_finish(&self) -> bool {
-        self.inner.resumes_after_finish()
-    }
-
-    fn bench_report(&self) -> Option<crate::metrics::bench::BenchReport> {
-        self.inner.bench_report()
-    }
-
-    fn take_error(&mut self) -> Option<String> {
-        self.inner.take_error()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    struct Nothing;
-    impl Workload for Nothing {
-        fn next_arrival(&mut self) -> Option<Request> {
-            None
-        }
-    }
 
     fn spec(count: u32, zipf: f64) -> AdapterSpec {
         AdapterSpec {
@@ -179,7 +142,7 @@ mod tests {
 
     #[test]
     fn popularity_follows_zipf() {
-        let w = ForAdapters::new(Box::new(Nothing), spec(40, 1.0), 7);
+        let w = ForAdapters::new(spec(40, 1.0), 7);
         let mut hits = [0u32; 40];
         let n = 200_000;
         for k in 0..n {
@@ -196,7 +159,7 @@ mod tests {
 
     #[test]
     fn uniform_at_zero_and_the_same_draw_for_the_same_key() {
-        let w = ForAdapters::new(Box::new(Nothing), spec(4, 0.0), 7);
+        let w = ForAdapters::new(spec(4, 0.0), 7);
         let mut hits = [0u32; 4];
         for k in 0..40_000 {
             hits[w.index(k) as usize] += 1;
@@ -206,7 +169,7 @@ mod tests {
             "{hits:?}"
         );
         assert_eq!(w.index(12345), w.index(12345));
-        let other = ForAdapters::new(Box::new(Nothing), spec(4, 0.0), 8);
+        let other = ForAdapters::new(spec(4, 0.0), 8);
         assert!(
             (0..64).any(|k| w.index(k) != other.index(k)),
             "the seed changes the draws"

@@ -84,32 +84,27 @@ pub(crate) fn test_record(
     }
 }
 
-/// A workload whose every request, follow-ups included, asks for `model` (`[workload] model = ...`),
-/// its content renamed under the model ([`Request::for_model`]).
-pub struct ForModel {
+/// Something that rewrites each request a workload makes (the model it asks for, its adapter).
+pub trait RequestTag: Send {
+    fn tag(&self, r: Request) -> Request;
+}
+
+/// A workload whose every request, follow-ups included, passes through `tag` on its way out; in all
+/// else it is `inner`.
+pub struct Tagged<T: RequestTag> {
     pub inner: Box<dyn Workload>,
-    pub model: crate::hardware::ModelId,
+    pub tag: T,
 }
 
-impl ForModel {
-    /// A trace row that names its own model keeps it.
-    fn tag(&self, r: Request) -> Request {
-        match r.model {
-            Some(_) => r,
-            None => r.for_model(self.model),
-        }
-    }
-}
-
-impl Workload for ForModel {
+impl<T: RequestTag> Workload for Tagged<T> {
     fn next_arrival(&mut self) -> Option<Request> {
         let r = self.inner.next_arrival()?;
-        Some(self.tag(r))
+        Some(self.tag.tag(r))
     }
 
     fn on_finished(&mut self, record: &RequestRecord, now: SimTime) -> Option<Request> {
         let r = self.inner.on_finished(record, now)?;
-        Some(self.tag(r))
+        Some(self.tag.tag(r))
     }
 
     fn resumes_after_finish(&self) -> bool {
@@ -122,5 +117,18 @@ impl Workload for ForModel {
 
     fn take_error(&mut self) -> Option<String> {
         self.inner.take_error()
+    }
+}
+
+/// Every request asks for `model` (`[workload] model = ...`), its content renamed under the model
+/// ([`Request::for_model`]); a trace row that names its own model keeps it.
+pub struct ForModel(pub crate::hardware::ModelId);
+
+impl RequestTag for ForModel {
+    fn tag(&self, r: Request) -> Request {
+        match r.model {
+            Some(_) => r,
+            None => r.for_model(self.0),
+        }
     }
 }

@@ -573,18 +573,17 @@ impl WorkloadSpec {
             }
         };
         let workload = match self.model {
-            Some(model) => Box::new(super::ForModel {
+            Some(model) => Box::new(super::Tagged {
                 inner: workload,
-                model,
+                tag: super::ForModel(model),
             }),
             None => workload,
         };
         let workload = match &self.adapters {
-            Some(spec) => Box::new(super::adapters::ForAdapters::new(
-                workload,
-                spec.clone(),
-                seed,
-            )),
+            Some(spec) => Box::new(super::Tagged {
+                inner: workload,
+                tag: super::adapters::ForAdapters::new(spec.clone(), seed),
+            }),
             None => workload,
         };
         Ok(BuiltWorkload { workload, notes })
