@@ -280,14 +280,12 @@ impl Simulation {
         self.begin_swap_if_drained(w);
     }
 
-    /// Whether worker `w` serves `seq`'s model now (any worker does when requests are not placed by
-    /// model).
+    /// Whether worker `w` may serve `seq`'s model (it is among its group's models, loaded or not;
+    /// any worker may when requests are not placed by model).
     pub(super) fn may_serve_model(&self, w: usize, seq: &Sequence) -> bool {
-        self.placement.as_deref().is_none_or(|p| {
-            p.options[p.group[w]]
-                .iter()
-                .any(|o| Some(o.model) == seq.request.model.or(Some(p.default_model)))
-        })
+        self.placement
+            .as_deref()
+            .is_none_or(|p| p.may_serve(w, seq.request.model.unwrap_or(p.default_model)))
     }
 
     /// Notes that a request was routed to `w` (its model's recency there).

@@ -463,18 +463,8 @@ impl Worker {
     /// router (running and waiting adapters against `max_loras`); `None` without LoRA.
     pub fn adapter_load(&self, id: u64) -> Option<crate::lora::AdapterLoad> {
         let slots = self.lora.as_ref()?;
-        let mut running: Vec<u64> = Vec::new();
-        for a in self.running.iter().filter_map(|s| s.request.adapter) {
-            if !running.contains(&a.id) {
-                running.push(a.id);
-            }
-        }
-        let mut waiting: Vec<u64> = Vec::new();
-        for a in self.waiting.iter().filter_map(|s| s.request.adapter) {
-            if !waiting.contains(&a.id) {
-                waiting.push(a.id);
-            }
-        }
+        let running = distinct_adapters(self.running.iter());
+        let waiting = distinct_adapters(self.waiting.iter());
         Some(crate::lora::AdapterLoad {
             active: running.contains(&id),
             waiting: waiting.contains(&id),
@@ -484,15 +474,11 @@ impl Worker {
 
     /// The distinct adapters of the running sequences, in admission order (empty without LoRA).
     fn running_adapters(&self) -> Vec<u64> {
-        let mut out = Vec::new();
         if self.lora.is_some() {
-            for a in self.running.iter().filter_map(|s| s.request.adapter) {
-                if !out.contains(&a.id) {
-                    out.push(a.id);
-                }
-            }
+            distinct_adapters(self.running.iter())
+        } else {
+            Vec::new()
         }
-        out
     }
 
     /// Makes the batch's adapters active, sets the step's LoRA multiplier, and returns the time the
@@ -502,14 +488,7 @@ impl Worker {
         if self.lora.is_none() {
             return SimDuration::ZERO;
         }
-        let mut batch: Vec<u64> = Vec::new();
-        for &(idx, _) in &self.batch {
-            if let Some(a) = self.running[idx].request.adapter
-                && !batch.contains(&a.id)
-            {
-                batch.push(a.id);
-            }
-        }
+        let batch = distinct_adapters(self.batch.iter().map(|&(idx, _)| &self.running[idx]));
         let slots = self.lora.as_mut().expect("checked above");
         if batch.is_empty() {
             return SimDuration::ZERO;
@@ -888,5 +867,16 @@ impl Worker {
     }
 }
 
+/// The distinct adapter ids of `seqs`, in order of first appearance (a batch holds at most
+/// `max_loras` of them, so a linear scan is the cheap way).
+fn distinct_adapters<'a>(seqs: impl Iterator<Item = &'a Sequence>) -> Vec<u64> {
+    let mut out = Vec::new();
+    for a in seqs.filter_map(|s| s.request.adapter) {
+        if !out.contains(&a.id) {
+            out.push(a.id);
+        }
+    }
+    out
+}
 #[cfg(test)]
 mod tests;
