@@ -319,7 +319,8 @@ impl Paired {
         }
         o.push('\n');
         for (k, lower_better) in METRICS {
-            if self.runs.iter().all(|r| r[k].n == 0) {
+            let any = self.runs.iter().any(|r| r[k].n > 0);
+            if !any {
                 continue;
             }
             let _ = write!(o, "| {k}{} |", if lower_better { " ↓" } else { " ↑" });
@@ -396,6 +397,19 @@ impl Comparison {
         }
     }
 
+    /// Which metrics the tables show: the core ones, and a fleet metric (swaps, LoRA loads,
+    /// replica-hours, ...) where some run has a value.
+    fn shown(&self) -> impl Fn(&str) -> bool + '_ {
+        |k| {
+            crate::metrics::headline::shown(
+                k,
+                self.runs
+                    .iter()
+                    .any(|r| r.metrics.get(k).is_some_and(|v| !v.is_nan())),
+            )
+        }
+    }
+
     /// `comparison.json`.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("comparison serialises") + "\n"
@@ -409,7 +423,8 @@ impl Comparison {
             "policy".to_string(),
             "view".to_string(),
         ];
-        for (k, _) in METRICS {
+        let shown = self.shown();
+        for (k, _) in METRICS.iter().filter(|(k, _)| shown(k)) {
             header.push(k.to_string());
             header.push(format!("{k}_diff"));
         }
@@ -420,7 +435,7 @@ impl Comparison {
                 r.policy.clone(),
                 r.view.clone().unwrap_or_default(),
             ];
-            for (k, _) in METRICS {
+            for (k, _) in METRICS.iter().filter(|(k, _)| shown(k)) {
                 let cell = |v: f64| {
                     if v.is_nan() {
                         String::new()
@@ -463,7 +478,8 @@ impl Comparison {
             let _ = write!(o, "---:|");
         }
         o.push('\n');
-        for (k, lower_better) in METRICS {
+        let shown = self.shown();
+        for (k, lower_better) in METRICS.into_iter().filter(|(k, _)| shown(k)) {
             let _ = write!(o, "| {k}{} |", if lower_better { " ↓" } else { " ↑" });
             for (i, r) in self.runs.iter().enumerate() {
                 let v = r.metrics[k];

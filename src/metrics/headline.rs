@@ -1,13 +1,17 @@
 //! The headline numbers of a run, by name: what `compare` tables, and what replications give intervals
 //! for. A statistic of an empty set (no request completed, no prompt token served, no fault) is NaN,
 //! never 0.
+//!
+//! The last [`FLEET_METRICS`] exist only for some fleets (several models, LoRA adapters, an
+//! autoscaler): NaN for every other run, and the tables leave them out unless a run has a value
+//! ([`shown`]).
 
 use std::collections::BTreeMap;
 
 use super::Summary;
 
 /// Metric names in table order, with whether lower is better.
-pub const METRICS: [(&str, bool); 24] = [
+pub const METRICS: [(&str, bool); 35] = [
     ("completed", false),
     ("failed", true),
     ("rejected", true),
@@ -32,7 +36,44 @@ pub const METRICS: [(&str, bool); 24] = [
     ("fault_victims_ttft_p95_ms", true),
     ("fault_excess_ttft_p95_ms", true),
     ("time_to_recover_s", true),
+    // Several models ([[workers]] `models`): swaps begun, their summed seconds, and the p95 TTFT of
+    // the requests the gateway held for a model no worker had loaded.
+    ("swaps", true),
+    ("swap_seconds", true),
+    ("held_for_model_ttft_p95_ms", true),
+    // LoRA adapters: adapters copied into a GPU slot, and requests that waited for a free slot.
+    ("lora_gpu_loads", true),
+    ("lora_waited_for_slot", true),
+    // An autoscaler: replica-hours billed, their cost, the peak, the requests held for want of a
+    // ready replica, and the SLO attainment of the worst window.
+    ("replica_hours", true),
+    ("cost_usd", true),
+    ("replicas_peak", true),
+    ("cold_start_held", true),
+    ("slo_attainment_worst_window", false),
+    ("rejected_model_not_served", true),
 ];
+
+/// The metrics at the end of [`METRICS`] that only some fleets have (NaN for the others).
+pub const FLEET_METRICS: [&str; 11] = [
+    "swaps",
+    "swap_seconds",
+    "held_for_model_ttft_p95_ms",
+    "lora_gpu_loads",
+    "lora_waited_for_slot",
+    "replica_hours",
+    "cost_usd",
+    "replicas_peak",
+    "cold_start_held",
+    "slo_attainment_worst_window",
+    "rejected_model_not_served",
+];
+
+/// Whether a table shows metric `k`, given whether any of its runs has a value for it: every core
+/// metric always (`–` without a value), a fleet metric only where some run has one.
+pub fn shown(k: &str, any_value: bool) -> bool {
+    any_value || !FLEET_METRICS.contains(&k)
+}
 
 /// The largest of `value` over the run's faults that happened; NaN without one, or when any has none.
 pub fn worst_fault(s: &Summary, value: impl Fn(&super::recovery::Recovery) -> Option<f64>) -> f64 {
@@ -44,6 +85,10 @@ pub fn worst_fault(s: &Summary, value: impl Fn(&super::recovery::Recovery) -> Op
         }
     }
     worst
+}
+
+fn opt(v: Option<f64>) -> f64 {
+    v.unwrap_or(f64::NAN)
 }
 
 /// The headline numbers of one run, in [`METRICS`] order (a map sorted by name).
@@ -80,6 +125,26 @@ pub fn values(s: &Summary) -> BTreeMap<&'static str, f64> {
         worst_fault(s, |r| r.excess_ttft_p95_ms),
         // Not recovered: no number, as for a statistic of an empty set.
         worst_fault(s, |r| r.time_to_recover_s),
+        opt(s.models.as_ref().map(|m| m.swaps as f64)),
+        opt(s.models.as_ref().map(|m| m.swap_seconds)),
+        opt(s
+            .models
+            .as_ref()
+            .and_then(|m| (m.held_ttft_ms.count > 0).then_some(m.held_ttft_ms.p95))),
+        opt(s.lora.as_ref().map(|l| l.gpu_loads as f64)),
+        opt(s.lora.as_ref().map(|l| l.requests_waited_for_slot as f64)),
+        opt(s.autoscaler.as_ref().map(|a| a.replica_hours)),
+        opt(s.autoscaler.as_ref().and_then(|a| a.cost_usd)),
+        opt(s.autoscaler.as_ref().map(|a| f64::from(a.replicas_peak))),
+        opt(s
+            .autoscaler
+            .as_ref()
+            .map(|a| a.cold_start_hits.requests as f64)),
+        opt(s.autoscaler.as_ref().map(|a| a.slo_attainment.worst)),
+        opt(s
+            .models
+            .as_ref()
+            .map(|m| m.rejected_model_not_served as f64)),
     ];
     METRICS.iter().map(|(k, _)| *k).zip(values).collect()
 }

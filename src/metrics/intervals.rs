@@ -63,12 +63,15 @@ impl Intervals {
             .iter()
             .map(|s| super::headline::values(s))
             .collect();
+        // A fleet metric no replication has (no models, adapters or autoscaler) is left out.
         let metrics = super::headline::METRICS
             .iter()
             .map(|(k, _)| {
                 let v: Vec<f64> = values.iter().map(|m| m[k]).collect();
-                (k.to_string(), Estimate::of(&v))
+                (*k, Estimate::of(&v))
             })
+            .filter(|(k, e)| super::headline::shown(k, e.n > 0))
+            .map(|(k, e)| (k.to_string(), e))
             .collect();
         Intervals {
             n: summaries.len() as u32,

@@ -13,7 +13,9 @@ use super::store::PointResult;
 use crate::metrics::summary::Summary;
 
 /// Headline metrics of a sweep, in column order, with whether lower is better.
-pub const METRICS: [(&str, bool); 14] = [
+/// The last ones are [`crate::metrics::headline::FLEET_METRICS`]: written only when some point has a
+/// value (a sweep over a fleet with several models, LoRA adapters or an autoscaler).
+pub const METRICS: [(&str, bool); 25] = [
     ("completed", false),
     ("failed", true),
     ("rejected", true),
@@ -28,6 +30,17 @@ pub const METRICS: [(&str, bool); 14] = [
     ("goodput_fraction", false),
     ("goodput_requests_per_s", false),
     ("prefix_hit_rate", false),
+    ("swaps", true),
+    ("swap_seconds", true),
+    ("held_for_model_ttft_p95_ms", true),
+    ("lora_gpu_loads", true),
+    ("lora_waited_for_slot", true),
+    ("replica_hours", true),
+    ("cost_usd", true),
+    ("replicas_peak", true),
+    ("cold_start_held", true),
+    ("slo_attainment_worst_window", false),
+    ("rejected_model_not_served", true),
 ];
 
 /// The headline metrics of one run, in [`METRICS`] order; `None` for a statistic of an empty set.
@@ -50,7 +63,15 @@ pub fn headline(s: &Summary) -> Vec<(&'static str, Option<f64>)> {
         Some(s.goodput.requests_per_s),
         (s.prefix_cache.prompt_tokens > 0).then_some(s.prefix_cache.hit_rate),
     ];
-    METRICS.iter().map(|(k, _)| *k).zip(values).collect()
+    let fleet = crate::metrics::headline::values(s);
+    let fleet = crate::metrics::headline::FLEET_METRICS
+        .iter()
+        .map(|k| Some(fleet[k]).filter(|v| !v.is_nan()));
+    METRICS
+        .iter()
+        .map(|(k, _)| *k)
+        .zip(values.into_iter().chain(fleet))
+        .collect()
 }
 
 /// Mean and sample standard deviation of the defined values (`None` where there are too few).
@@ -118,13 +139,26 @@ pub fn rows(grid: &Grid, points: &[PointResult]) -> Vec<Row> {
         .collect()
 }
 
+/// The indices into [`METRICS`] of the metrics the tables hold: every core metric, and a fleet
+/// metric where some row has a value.
+fn columns(rows: &[Row]) -> Vec<usize> {
+    (0..METRICS.len())
+        .filter(|&j| {
+            crate::metrics::headline::shown(
+                METRICS[j].0,
+                rows.iter().any(|r| r.metrics[j].0.is_some()),
+            )
+        })
+        .collect()
+}
+
 /// Column names: `point`, the keys, `replicas`, each metric and (with replicas) `METRIC_sd` and
 /// `METRIC_ci95` (the half-width of the mean's 95% confidence interval).
-fn header(grid: &Grid, spread: bool) -> Vec<String> {
+fn header(grid: &Grid, rows: &[Row], spread: bool) -> Vec<String> {
     let mut h = vec!["point".to_string()];
     h.extend(grid.axes.iter().map(|a| a.key.clone()));
     h.push("replicas".into());
-    for (k, _) in METRICS {
+    for k in columns(rows).into_iter().map(|j| METRICS[j].0) {
         h.push(k.to_string());
         if spread {
             h.push(format!("{k}_sd"));
@@ -141,12 +175,14 @@ fn cell(v: Option<f64>) -> String {
 /// `sweep.csv`: numbers in full precision, an empty cell for a statistic of an empty set.
 pub fn to_csv(grid: &Grid, rows: &[Row], spread: bool) -> Vec<u8> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(header(grid, spread)).expect("in-memory CSV");
+    w.write_record(header(grid, rows, spread))
+        .expect("in-memory CSV");
+    let columns = columns(rows);
     for r in rows {
         let mut rec = vec![r.point.to_string()];
         rec.extend(r.values.iter().cloned());
         rec.push(r.replicas.to_string());
-        for (m, sd, hw) in &r.metrics {
+        for (m, sd, hw) in columns.iter().map(|&j| &r.metrics[j]) {
             rec.push(cell(*m));
             if spread {
                 rec.push(cell(*sd));
@@ -196,7 +232,14 @@ pub fn to_markdown(scenario: &str, grid: &Grid, rows: &[Row], spread: bool) -> S
     for a in &grid.axes {
         let _ = write!(o, " {} |", a.key);
     }
-    for k in SHOWN {
+    // The fleet metrics some point has come after the core ones.
+    let fleet: Vec<&str> = columns(rows)
+        .into_iter()
+        .map(|j| METRICS[j].0)
+        .filter(|k| crate::metrics::headline::FLEET_METRICS.contains(k))
+        .collect();
+    let shown: Vec<&str> = SHOWN.into_iter().chain(fleet).collect();
+    for &k in &shown {
         let lower = METRICS.iter().find(|(m, _)| *m == k).is_some_and(|m| m.1);
         let _ = write!(o, " {k} {} |", if lower { "↓" } else { "↑" });
     }
@@ -204,7 +247,7 @@ pub fn to_markdown(scenario: &str, grid: &Grid, rows: &[Row], spread: bool) -> S
     for _ in &grid.axes {
         o.push_str("---|");
     }
-    for _ in SHOWN {
+    for _ in &shown {
         o.push_str("---:|");
     }
     o.push('\n');
@@ -213,7 +256,7 @@ pub fn to_markdown(scenario: &str, grid: &Grid, rows: &[Row], spread: bool) -> S
         for v in &r.values {
             let _ = write!(o, " {v} |");
         }
-        for k in SHOWN {
+        for &k in &shown {
             let i = METRICS
                 .iter()
                 .position(|(m, _)| *m == k)
@@ -251,9 +294,10 @@ pub fn to_parquet(grid: &Grid, rows: &[Row], spread: bool) -> PolarsResult<Vec<u
         "replicas".into(),
         rows.iter().map(|r| r.replicas as u32).collect::<Vec<u32>>(),
     ));
-    for (j, (k, _)) in METRICS.iter().enumerate() {
+    for j in columns(rows) {
+        let k = METRICS[j].0;
         cols.push(Column::new(
-            (*k).into(),
+            k.into(),
             rows.iter()
                 .map(|r| r.metrics[j].0)
                 .collect::<Vec<Option<f64>>>(),
@@ -316,11 +360,40 @@ mod tests {
             .finish()
             .unwrap();
         assert_eq!(df.height(), 2);
+        // The core metrics; a fleet metric only where a row has a value (every one here).
         assert_eq!(df.width(), 3 + METRICS.len());
         let ttft = df.column("ttft_p95_ms").unwrap().f64().unwrap().clone();
         assert_eq!(ttft.get(0), Some(1.5));
         assert_eq!(ttft.get(1), None);
         let key = df.column("workers.0.count").unwrap().str().unwrap().clone();
         assert_eq!(key.get(1), Some("4"));
+    }
+
+    #[test]
+    fn fleet_metrics_are_written_only_where_a_point_has_one() {
+        let grid = Grid::parse(&["workers.0.count=2,4".into()]).unwrap();
+        let core = |j: usize| !crate::metrics::headline::FLEET_METRICS.contains(&METRICS[j].0);
+        let row = |point: usize, swaps: Option<f64>| Row {
+            point,
+            values: vec![(2 * point + 2).to_string()],
+            replicas: 1,
+            metrics: (0..METRICS.len())
+                .map(|j| match METRICS[j].0 {
+                    "swaps" => (swaps, None, None),
+                    _ if core(j) => (Some(1.0), None, None),
+                    _ => (None, None, None),
+                })
+                .collect(),
+        };
+        let plain = String::from_utf8(to_csv(&grid, &[row(0, None), row(1, None)], false)).unwrap();
+        let header = plain.lines().next().unwrap();
+        assert_eq!(header.split(',').count(), 3 + 14);
+        assert!(!header.contains("swaps"));
+        let swapped = vec![row(0, None), row(1, Some(3.0))];
+        let csv = String::from_utf8(to_csv(&grid, &swapped, false)).unwrap();
+        assert!(csv.lines().next().unwrap().ends_with(",swaps"), "{csv}");
+        assert!(csv.lines().nth(2).unwrap().ends_with(",3"), "{csv}");
+        let md = to_markdown("s", &grid, &swapped, false);
+        assert!(md.contains("swaps ↓"), "{md}");
     }
 }

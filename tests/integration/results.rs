@@ -420,3 +420,53 @@ fn the_same_seed_gives_the_same_parquet_and_worker_bytes() {
     }
     assert!(bytes[0] == bytes[1], "two runs with one seed differ");
 }
+
+#[test]
+fn compare_shows_autoscaler_rows_only_for_an_autoscaled_fleet() {
+    let tmp = TempDir::new("results-compare-fleet");
+    let dir = tmp.path("out");
+    fleetsim()
+        .args([
+            "compare",
+            "--policies",
+            "round_robin,least_outstanding",
+            "--set",
+            "duration=\"20m\"",
+            "--out",
+        ])
+        .arg(&dir)
+        .arg(scenario_path("autoscale-diurnal.toml"))
+        .assert()
+        .success();
+    let md = std::fs::read_to_string(dir.join("comparison.md")).unwrap();
+    let csv = std::fs::read_to_string(dir.join("comparison.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "replica_hours").unwrap();
+    for (i, policy) in ["round_robin", "least_outstanding"].iter().enumerate() {
+        let summary = json(&dir.join(policy).join("summary.json"));
+        let hours = summary["autoscaler"]["replica_hours"].as_f64().unwrap();
+        let row: Vec<&str> = csv.lines().nth(i + 1).unwrap().split(',').collect();
+        let cell: f64 = row[col].parse().unwrap();
+        assert!((cell - hours).abs() < 1e-3, "{policy}: {cell} vs {hours}");
+    }
+    assert!(md.contains("| replica_hours ↓ |"), "{md}");
+    assert!(!md.contains("swaps"), "no models: no swap rows\n{md}");
+    assert!(!header.contains(&"lora_gpu_loads"));
+
+    let plain = tmp.path("plain");
+    fleetsim()
+        .args([
+            "compare",
+            "--policies",
+            "round_robin,least_outstanding",
+            "--out",
+        ])
+        .arg(&plain)
+        .arg(scenario_path("quickstart.toml"))
+        .assert()
+        .success();
+    let md = std::fs::read_to_string(plain.join("comparison.md")).unwrap();
+    for k in fleetsim::metrics::headline::FLEET_METRICS {
+        assert!(!md.contains(&format!("| {k} ")), "{k} shown\n{md}");
+    }
+}
