@@ -129,9 +129,10 @@ impl Sized {
     fn workers(&self) -> Option<u32> {
         self.found().map(|(e, _, _)| e.shape.workers())
     }
+    /// Dollars per hour of the answer: its workers, or an autoscaled answer's mean replicas billed.
     fn per_hour(&self) -> Option<f64> {
-        self.workers()
-            .map(|n| cost(self.usd_per_gpu_hour, self.c.tp, n, 0.0).0)
+        self.found()
+            .map(|(e, _, _)| cost(self.usd_per_gpu_hour, self.c.tp, e.billed_workers(), 0.0).0)
     }
 }
 
@@ -172,6 +173,12 @@ pub(super) fn size(a: Args) -> Result<()> {
             a.scenario.display()
         );
     }
+    if base.autoscaler.is_some() && a.headroom.domain.is_some() {
+        bail!(
+            "{}: --headroom-domain places workers in several groups, and [autoscaler] scales one; use --headroom N",
+            a.scenario.display()
+        );
+    }
     let target = Target::from_scenario(&base, a.min_goodput)
         .map_err(|m| anyhow::anyhow!("{}: {m}", a.scenario.display()))?;
     let g = &base.workers[0];
@@ -194,10 +201,9 @@ pub(super) fn size(a: Args) -> Result<()> {
         }],
     };
     let smallest_shape = if disaggregated {
-        Shape {
-            prefill: 1,
-            decode: 1,
-        }
+        Shape::disaggregated(1, 1)
+    } else if let Some(a) = &base.autoscaler {
+        Shape::autoscaled(a.min_replicas.min(1), 1)
     } else {
         Shape::aggregated(1)
     };
@@ -344,6 +350,8 @@ fn size_all(
                 };
                 let outcome = if s.workers[0].prefill_workers > 0 {
                     search_disaggregated(&s, a.max_workers, &eval)
+                } else if let Some(auto) = &s.autoscaler {
+                    search_autoscaled(auto, a.max_workers, &eval, &tried)
                 } else {
                     search_aggregated(s.workers[0].count.0, a.max_workers, &eval, &tried)
                 };
@@ -404,6 +412,102 @@ fn search_aggregated(
     })
 }
 
+/// An autoscaled fleet: the cheapest (`min_replicas`, `max_replicas`) found on a staircase.
+///
+/// 1. The smallest ceiling that passes with the scenario's floor (or the ceiling, where that is
+///    smaller). When even `max` replicas fail with that floor (the fleet cannot grow fast enough for
+///    the traffic's ramps, so cold starts break the SLO), the smallest floor that passes at `max`, then
+///    the smallest ceiling with that floor.
+/// 2. Then each higher floor in turn, with the smallest ceiling that passes at most the last one, while
+///    the floor alone (billed all the time) still costs less than the cheapest pair so far and stays
+///    within the ceiling. A higher floor costs more in the troughs but starts fewer replicas cold in
+///    the ramps, so a tighter ceiling may pass with it.
+///
+/// The answer is the pair with the fewest replicas billed on average (the lower floor on a tie),
+/// reported with one replica fewer in each bound (judged: a lower floor may pass at a higher cost).
+/// Feasibility is assumed to grow with either bound.
+fn search_autoscaled(
+    auto: &crate::autoscale::AutoscalerSpec,
+    max: u32,
+    eval: &dyn Fn(Shape) -> Result<bool, String>,
+    tried: &std::sync::Mutex<Tried>,
+) -> Result<Answer, String> {
+    let floor = auto.min_replicas;
+    let with_floor = |n: u32| Shape::autoscaled(floor.min(n), n);
+    let billed = |shape: Shape| {
+        tried
+            .lock()
+            .expect("not poisoned")
+            .get(&shape)
+            .map_or(f64::INFINITY, |e| e.billed_workers())
+    };
+    let passed_below = |n: u32| {
+        tried.lock().expect("not poisoned").iter().any(|(s, e)| {
+            s.decode < n && s.min_replicas == Some(floor.min(s.decode)) && e.feasible()
+        })
+    };
+    let (outcome, non_monotone) = smallest_stable(
+        auto.max_replicas.0,
+        max,
+        |n| eval(with_floor(n)),
+        passed_below,
+    )?;
+    let mut best = match outcome {
+        Outcome::Found { count } => with_floor(count),
+        Outcome::Infeasible { .. } => {
+            // A higher floor: replicas kept warm through the ramps.
+            let Outcome::Found { count: min } =
+                smallest(floor, floor + 1, max, |m| eval(Shape::autoscaled(m, max)))?
+            else {
+                return Ok(Answer::Infeasible {
+                    max: Shape::autoscaled(max, max),
+                });
+            };
+            match smallest(min.max(1) - 1, max, max, |n| {
+                eval(Shape::autoscaled(min, n))
+            })? {
+                Outcome::Found { count } => Shape::autoscaled(min, count),
+                Outcome::Infeasible { .. } => Shape::autoscaled(min, max),
+            }
+        }
+    };
+    let mut last = best;
+    loop {
+        let min = last.min_replicas.unwrap_or(0) + 1;
+        if min > last.decode || f64::from(min) >= billed(best) {
+            break;
+        }
+        let Outcome::Found { count } = smallest(min.max(1) - 1, last.decode, last.decode, |n| {
+            eval(Shape::autoscaled(min, n))
+        })?
+        else {
+            // A higher floor failed where a lower one passed: not monotone; stop climbing.
+            break;
+        };
+        last = Shape::autoscaled(min, count);
+        if billed(last) < billed(best) {
+            best = last;
+        }
+    }
+    let (min, ceiling) = (best.min_replicas.unwrap_or(0), best.decode);
+    let mut fewer = Vec::new();
+    if ceiling > min.max(1) {
+        fewer.push(Shape::autoscaled(min, ceiling - 1));
+    }
+    if min > 0 {
+        fewer.push(Shape::autoscaled(min - 1, ceiling));
+    }
+    for &f in &fewer {
+        // Judged for the record (the search may not have run this exact shape).
+        eval(f)?;
+    }
+    Ok(Answer::Found {
+        shape: best,
+        fewer,
+        non_monotone,
+    })
+}
+
 /// A disaggregated fleet: for 1, 2, ... prefill workers, the fewest decode workers that pass (never more
 /// than with one prefill worker fewer), while more prefill workers could still make a smaller fleet.
 /// The answer is the smallest fleet found (fewer prefill workers on a tie), confirmed with one prefill
@@ -427,13 +531,10 @@ fn search_disaggregated(
         }
         let cap = ceiling.min(max - prefill);
         let found = smallest(0, start.min(cap), cap, |d| {
-            eval(Shape { prefill, decode: d })
+            eval(Shape::disaggregated(prefill, d))
         })?;
         if let Outcome::Found { count } = found {
-            let shape = Shape {
-                prefill,
-                decode: count,
-            };
+            let shape = Shape::disaggregated(prefill, count);
             if best.is_none_or(|b| shape.workers() < b.workers()) {
                 best = Some(shape);
             }
@@ -443,22 +544,13 @@ fn search_disaggregated(
     }
     let Some(shape) = best else {
         return Ok(Answer::Infeasible {
-            max: Shape {
-                prefill: 1,
-                decode: max.saturating_sub(1).max(1),
-            },
+            max: Shape::disaggregated(1, max.saturating_sub(1).max(1)),
         });
     };
     let mut fewer = Vec::new();
     for f in [
-        Shape {
-            prefill: shape.prefill - 1,
-            decode: shape.decode,
-        },
-        Shape {
-            prefill: shape.prefill,
-            decode: shape.decode - 1,
-        },
+        Shape::disaggregated(shape.prefill - 1, shape.decode),
+        Shape::disaggregated(shape.prefill, shape.decode - 1),
     ] {
         if f.prefill >= 1 && f.decode >= 1 {
             // Judged for the record (the search may not have run this exact shape).
@@ -478,9 +570,9 @@ fn search_disaggregated(
 fn idle_floor(base: &Scenario, c: &Candidate, target: &Target) -> Floor {
     let mut s = fleet(base, c, {
         let g = &base.workers[0];
-        Shape {
-            prefill: g.prefill_workers,
-            decode: g.count.0 - g.prefill_workers,
+        match &base.autoscaler {
+            Some(a) => Shape::autoscaled(a.min_replicas, a.max_replicas.0),
+            None => Shape::disaggregated(g.prefill_workers, g.count.0 - g.prefill_workers),
         }
     });
     if s.workload.scale_traffic(FLOOR_SCALE).is_err() || s.validate().is_err() {
@@ -582,6 +674,18 @@ fn why_it_loses(
     let Some(budget) = budget else {
         return Ok(String::new());
     };
+    if let Some((e, _, _)) = r.found().filter(|(e, _, _)| e.shape.min_replicas.is_some()) {
+        let own = cost(r.usd_per_gpu_hour, r.c.tp, e.billed_workers(), 0.0).0;
+        return Ok(if own <= budget + 1e-9 {
+            format!("ties on cost (${own:.2}/h)")
+        } else {
+            format!(
+                "${own:.2}/h on average ({:.2} replicas billed, {} allowed) against the cheapest's ${budget:.2}/h",
+                e.billed_workers(),
+                e.shape
+            )
+        });
+    }
     let per_worker = r.usd_per_gpu_hour * f64::from(r.c.tp);
     let affordable = (budget / per_worker + 1e-9).floor() as u32;
     if affordable >= own_count {
@@ -712,6 +816,12 @@ fn report(
         "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---|\n",
     );
     let mut notes = Vec::new();
+    if scenario.autoscaler.is_some() {
+        notes.push(
+            "**autoscaled**: workers `m–n` are the autoscaler's `min_replicas`–`max_replicas`, the pair with the fewest replicas billed on average among those judged (from the scenario's floor up); GPUs are the most the fleet may hold (max × tp); $/h and $/M output tokens come from the replicas billed on average over the run (starting and draining ones included), no-fault case, and rank the candidates."
+                .to_string(),
+        );
+    }
     for (i, (r, why)) in results.iter().zip(reasons).enumerate() {
         let runs: u32 = r.tried.values().map(|e| e.runs).sum();
         for w in &r.floor.warnings {
@@ -725,7 +835,7 @@ fn report(
                 let (per_hour, per_m) = cost(
                     r.usd_per_gpu_hour,
                     r.c.tp,
-                    e.shape.workers(),
+                    e.billed_workers(),
                     e.output_tokens_per_s.mean,
                 );
                 let fewer_text = if fewer.is_empty() {
@@ -879,7 +989,7 @@ fn to_json(
                 let (h, m) = cost(
                     r.usd_per_gpu_hour,
                     r.c.tp,
-                    e.shape.workers(),
+                    e.billed_workers(),
                     e.output_tokens_per_s.mean,
                 );
                 (Some(h), m.is_finite().then_some(m))
@@ -894,6 +1004,9 @@ fn to_json(
                 "workers": e.map(|e| e.shape.workers()),
                 "prefill_workers": e.map(|e| e.shape.prefill),
                 "decode_workers": e.map(|e| e.shape.decode),
+                "min_replicas": e.and_then(|e| e.shape.min_replicas),
+                "max_replicas": e.and_then(|e| e.shape.min_replicas.map(|_| e.shape.decode)),
+                "replicas_mean": e.and_then(|e| finite(e.replicas_mean.mean)),
                 "usd_per_gpu_hour": r.usd_per_gpu_hour,
                 "usd_per_hour": per_hour,
                 "usd_per_million_output_tokens": per_m,
@@ -922,6 +1035,7 @@ fn to_json(
                     "workers": e.shape.workers(),
                     "prefill_workers": e.shape.prefill,
                     "decode_workers": e.shape.decode,
+                    "min_replicas": e.shape.min_replicas,
                     "feasible": e.feasible(),
                     "replications": e.replications,
                     "binding": e.binding().map(|m| m.to_string()),

@@ -245,8 +245,11 @@ impl std::fmt::Display for Check {
 pub struct Shape {
     /// Prefill workers (0: aggregated).
     pub prefill: u32,
-    /// Decode workers (aggregated: every worker).
+    /// Decode workers (aggregated: every worker; autoscaled: `max_replicas`).
     pub decode: u32,
+    /// With `[autoscaler]`: the fleet's `min_replicas` (`decode` is then its `max_replicas`, the
+    /// replicas it may grow to); `None` for a fixed fleet.
+    pub min_replicas: Option<u32>,
 }
 
 impl Shape {
@@ -254,6 +257,22 @@ impl Shape {
         Shape {
             prefill: 0,
             decode: n,
+            min_replicas: None,
+        }
+    }
+    pub fn disaggregated(prefill: u32, decode: u32) -> Shape {
+        Shape {
+            prefill,
+            decode,
+            min_replicas: None,
+        }
+    }
+    /// An autoscaled fleet of `min..=max` replicas.
+    pub fn autoscaled(min: u32, max: u32) -> Shape {
+        Shape {
+            prefill: 0,
+            decode: max,
+            min_replicas: Some(min),
         }
     }
     /// Workers in all.
@@ -264,7 +283,9 @@ impl Shape {
 
 impl std::fmt::Display for Shape {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        if self.prefill == 0 {
+        if let Some(min) = self.min_replicas {
+            write!(f, "{min}–{}", self.decode)
+        } else if self.prefill == 0 {
             write!(f, "{}", self.decode)
         } else {
             write!(f, "{}P+{}D", self.prefill, self.decode)
@@ -291,6 +312,9 @@ pub struct Evaluation {
     pub output_tokens_per_s: Estimate,
     /// Steady state began this long after the start (no-fault case, mean over replications).
     pub warmup_s: Estimate,
+    /// With `[autoscaler]`: replicas billed, time-averaged over the whole run (no-fault case); no
+    /// value for a fixed fleet.
+    pub replicas_mean: Estimate,
     /// No-fault replications whose detected warm-up is the latest allowed (half the arrival window):
     /// they may not have reached steady state.
     pub unsteady: u32,
@@ -301,6 +325,15 @@ pub struct Evaluation {
 impl Evaluation {
     pub fn feasible(&self) -> bool {
         self.checks.iter().all(Check::passes)
+    }
+
+    /// The workers paid for on average: every worker of a fixed fleet; an autoscaled fleet's mean
+    /// replicas billed (replicas starting count: a cloud bills a node from when it is provisioned).
+    pub fn billed_workers(&self) -> f64 {
+        match self.shape.min_replicas {
+            Some(_) => self.replicas_mean.mean,
+            None => f64::from(self.shape.workers()),
+        }
     }
 
     /// Whether a no-fault replication may not have reached steady state within the arrival window
@@ -365,7 +398,15 @@ pub struct Candidate {
 pub fn fleet(base: &Scenario, c: &Candidate, shape: Shape) -> Scenario {
     let mut s = base.clone();
     let g = &mut s.workers[0];
-    g.count = crate::config::PositiveInt(shape.workers());
+    match (shape.min_replicas, s.autoscaler.as_mut()) {
+        (Some(min), Some(a)) => {
+            // The replicas at t = 0 stay the scenario's, within the new bounds.
+            a.min_replicas = min;
+            a.max_replicas = crate::config::PositiveInt(shape.decode);
+            g.count = crate::config::PositiveInt(g.count.0.clamp(min.max(1), shape.decode));
+        }
+        _ => g.count = crate::config::PositiveInt(shape.workers()),
+    }
     g.prefill_workers = shape.prefill;
     if g.gpu != c.gpu || g.tp.0 != c.tp {
         // A fitted profile file belongs to the configuration it was measured on.
@@ -659,6 +700,7 @@ pub fn evaluate(
             goodput: nothing,
             output_tokens_per_s: nothing,
             warmup_s: nothing,
+            replicas_mean: nothing,
             unsteady: 0,
             note: Some(format!(
                 "losing {lost} of {} workers leaves none",
@@ -697,6 +739,7 @@ pub fn evaluate(
             goodput: mean(&|s| s.goodput.fraction),
             output_tokens_per_s: mean(&|s| s.throughput.output_tokens_per_s),
             warmup_s: mean(&|s| warmup_s(s)),
+            replicas_mean: mean(&|s| s.autoscaler.as_ref().map_or(f64::NAN, |a| a.replicas_mean)),
             unsteady: calm
                 .iter()
                 .filter(|s| s.warmup.as_ref().is_some_and(|w| w.at_limit))
@@ -721,9 +764,9 @@ pub fn price(s: &Scenario, gpu: GpuId) -> Result<f64, String> {
         })
 }
 
-/// Fleet cost per hour and per million output tokens.
-pub fn cost(usd_per_gpu_hour: f64, tp: u32, count: u32, output_tokens_per_s: f64) -> (f64, f64) {
-    let per_hour = usd_per_gpu_hour * f64::from(tp) * f64::from(count);
+/// Fleet cost per hour and per million output tokens, for `workers` workers billed on average.
+pub fn cost(usd_per_gpu_hour: f64, tp: u32, workers: f64, output_tokens_per_s: f64) -> (f64, f64) {
+    let per_hour = usd_per_gpu_hour * f64::from(tp) * workers;
     let per_million = if output_tokens_per_s > 0.0 {
         per_hour / (output_tokens_per_s * 3600.0) * 1e6
     } else {
@@ -872,10 +915,10 @@ ttft = "1s"
     #[test]
     fn cost_per_hour_and_per_million_tokens() {
         // 4 workers × TP 2 × $3/GPU-h = $24/h; 1,000 output tokens/s = 3.6 M tokens/h → $6.67 per M.
-        let (h, m) = cost(3.0, 2, 4, 1000.0);
+        let (h, m) = cost(3.0, 2, 4.0, 1000.0);
         assert_eq!(h, 24.0);
         assert!((m - 24.0 / 3.6).abs() < 1e-12);
-        assert!(cost(3.0, 1, 1, 0.0).1.is_nan());
+        assert!(cost(3.0, 1, 1.0, 0.0).1.is_nan());
     }
 
     #[test]

@@ -149,3 +149,102 @@ fn losing_a_rack_needs_the_load_carried_by_the_workers_outside_it() {
         "{c:#}"
     );
 }
+
+/// `size` of `scenario(rate)` with an `[autoscaler]` whose replicas take `cold_start` to come up: the
+/// size.json value.
+fn size_autoscaled(t: &TempDir, rate: f64, cold_start: &str) -> serde_json::Value {
+    let path = t.path(&format!("auto-{cold_start}.toml"));
+    let text = scenario(rate)
+        + &format!(
+            r#"
+[autoscaler]
+min_replicas = 1
+max_replicas = 1
+metric = "concurrency"
+target = {B}.0
+image_pull = "0s"
+weight_load = "0s"
+warmup = "{cold_start}"
+"#
+        );
+    std::fs::write(&path, text).unwrap();
+    let out = t.path(&format!("out-auto-{cold_start}"));
+    Command::cargo_bin("fleetsim")
+        .unwrap()
+        .args([
+            "size",
+            path.to_str().unwrap(),
+            "--headroom",
+            "0",
+            "--max-workers",
+            "16",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    serde_json::from_str(&std::fs::read_to_string(out.join("size.json")).unwrap()).unwrap()
+}
+
+/// (min, max, feasible) of every shape `size` judged.
+fn tried(c: &serde_json::Value) -> Vec<(u64, u64, bool)> {
+    c["tried"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["min_replicas"].as_u64().unwrap(),
+                t["decode_workers"].as_u64().unwrap(),
+                t["feasible"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn an_autoscaled_fleet_is_sized_by_its_replica_bounds_and_billed_by_its_mean() {
+    let t = TempDir::new("size-autoscaled");
+    let rate = 2.5 * mu_max();
+    // A replica that takes 10 minutes to come up never serves in a 120-s run: no ceiling passes from
+    // one replica, so the floor must carry the load alone, ceil(2.5) = 3 replicas, as a fixed fleet.
+    let v = size_autoscaled(&t, rate, "600s");
+    let c = &v["candidates"][0];
+    assert_eq!(
+        (c["min_replicas"].as_u64(), c["max_replicas"].as_u64()),
+        (Some(3), Some(3)),
+        "{c:#}"
+    );
+    let judged = tried(c);
+    assert!(
+        judged.contains(&(1, 16, false)),
+        "the cap failed from the scenario's floor: {judged:?}"
+    );
+    assert!(
+        judged.contains(&(2, 3, false)),
+        "a floor of 2 was judged and failed: {judged:?}"
+    );
+    assert!((c["replicas_mean"].as_f64().unwrap() - 3.0).abs() < 1e-9);
+    let usd = c["usd_per_gpu_hour"].as_f64().unwrap();
+    assert!((c["usd_per_hour"].as_f64().unwrap() - 3.0 * usd).abs() < 1e-6);
+
+    // A 5-s cold start: replicas arrive in time, and the answer is billed by its mean replicas.
+    let v = size_autoscaled(&t, rate, "5s");
+    let c = &v["candidates"][0];
+    let (min, max) = (
+        c["min_replicas"].as_u64().unwrap(),
+        c["max_replicas"].as_u64().unwrap(),
+    );
+    assert!(min <= max && max >= 3, "{c:#}");
+    let mean = c["replicas_mean"].as_f64().unwrap();
+    assert!(mean >= min as f64 && mean <= max as f64, "{c:#}");
+    assert!((c["usd_per_hour"].as_f64().unwrap() - mean * usd).abs() < 1e-6);
+    let judged = tried(c);
+    assert!(judged.contains(&(min, max, true)));
+    if max > min.max(1) {
+        assert!(
+            judged.contains(&(min, max - 1, false)),
+            "one replica fewer allowed fails: {judged:?}"
+        );
+    }
+}
