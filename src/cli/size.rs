@@ -153,12 +153,25 @@ const FLOOR_ROOM: f64 = 0.10;
 
 pub(super) fn size(a: Args) -> Result<()> {
     let base = super::load_checked(a.scenario, a.set, a.force)?;
-    if base.workers.len() != 1 {
-        bail!(
-            "{}: size reshapes one [[workers]] group (its gpu, tp and count; a disaggregated fleet as one group with prefill_workers); this scenario has {}",
-            a.scenario.display(),
-            base.workers.len()
-        );
+    if base.workers.len() > 1 {
+        let g0 = &base.workers[0];
+        if let Some((i, _)) = base
+            .workers
+            .iter()
+            .enumerate()
+            .find(|(_, g)| g.gpu != g0.gpu || g.tp != g0.tp || g.prefill_workers > 0)
+        {
+            bail!(
+                "{}: workers[{i}]: size shares a count among several [[workers]] groups only when they all have the same gpu and tp and no prefill_workers (a fleet of several models); a search over mixed GPU types is not built yet",
+                a.scenario.display()
+            );
+        }
+        if a.headroom.domain.is_some() {
+            bail!(
+                "{}: --headroom-domain places one group's workers in domains; with several [[workers]] groups use --headroom N",
+                a.scenario.display()
+            );
+        }
     }
     if !base.faults.is_empty() {
         bail!(
@@ -353,7 +366,7 @@ fn size_all(
                 } else if let Some(auto) = &s.autoscaler {
                     search_autoscaled(auto, a.max_workers, &eval, &tried)
                 } else {
-                    search_aggregated(s.workers[0].count.0, a.max_workers, &eval, &tried)
+                    search_aggregated(scenario_shape(&s).workers(), a.max_workers, &eval, &tried)
                 };
                 let tried = tried.into_inner().expect("not poisoned");
                 let too_short = match &outcome {
@@ -568,13 +581,7 @@ fn search_disaggregated(
 /// The candidate's latency floor: one run of its starting fleet with the traffic thinned to
 /// [`FLOOR_SCALE`] (nothing queues), and a warning for every SLO less than [`FLOOR_ROOM`] above it.
 fn idle_floor(base: &Scenario, c: &Candidate, target: &Target) -> Floor {
-    let mut s = fleet(base, c, {
-        let g = &base.workers[0];
-        match &base.autoscaler {
-            Some(a) => Shape::autoscaled(a.min_replicas, a.max_replicas.0),
-            None => Shape::disaggregated(g.prefill_workers, g.count.0 - g.prefill_workers),
-        }
-    });
+    let mut s = fleet(base, c, scenario_shape(base));
     if s.workload.scale_traffic(FLOOR_SCALE).is_err() || s.validate().is_err() {
         return Floor::default();
     }
@@ -620,6 +627,37 @@ fn idle_floor(base: &Scenario, c: &Candidate, target: &Target) -> Floor {
         );
     }
     floor
+}
+
+/// Workers per `[[workers]]` group of a fleet of `shape` ([`crate::sizing::apportion`]).
+fn group_workers(s: &Scenario, shape: Shape) -> Vec<u32> {
+    if s.workers.len() == 1 {
+        return vec![shape.workers()];
+    }
+    let counts: Vec<u32> = s.workers.iter().map(|g| g.count.0).collect();
+    crate::sizing::apportion(&counts, shape.workers())
+}
+
+/// The shape as the table shows it: `4`, `1P+3D`, `2–5`, or with several groups `8 (3+2+1+1+1)`.
+fn shape_text(s: &Scenario, shape: Shape) -> String {
+    if s.workers.len() == 1 {
+        return shape.to_string();
+    }
+    let parts: Vec<String> = group_workers(s, shape).iter().map(u32::to_string).collect();
+    format!("{shape} ({})", parts.join("+"))
+}
+
+/// The scenario's own fleet as a shape: its autoscaler's bounds, its prefill and decode workers, or
+/// its workers over every group.
+fn scenario_shape(base: &Scenario) -> Shape {
+    let g = &base.workers[0];
+    match &base.autoscaler {
+        Some(a) => Shape::autoscaled(a.min_replicas, a.max_replicas.0),
+        None if base.workers.len() == 1 => {
+            Shape::disaggregated(g.prefill_workers, g.count.0 - g.prefill_workers)
+        }
+        None => Shape::aggregated(base.workers.iter().map(|g| g.count.0).sum()),
+    }
 }
 
 /// Sorts cheapest first (infeasible last, in candidate order) and says why each loser loses.
@@ -864,7 +902,7 @@ fn report(
                     r.c.gpu.as_str(),
                     r.c.tp,
                     r.c.policy.label,
-                    e.shape,
+                    shape_text(scenario, e.shape),
                     e.shape.workers() * r.c.tp,
                     per_hour,
                     num(per_m, 3),
@@ -1004,6 +1042,7 @@ fn to_json(
                 "workers": e.map(|e| e.shape.workers()),
                 "prefill_workers": e.map(|e| e.shape.prefill),
                 "decode_workers": e.map(|e| e.shape.decode),
+                "group_workers": e.map(|e| group_workers(scenario, e.shape)),
                 "min_replicas": e.and_then(|e| e.shape.min_replicas),
                 "max_replicas": e.and_then(|e| e.shape.min_replicas.map(|_| e.shape.decode)),
                 "replicas_mean": e.and_then(|e| finite(e.replicas_mean.mean)),

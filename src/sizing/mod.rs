@@ -393,10 +393,53 @@ pub struct Candidate {
     pub policy: Contender,
 }
 
-/// The scenario with `shape` workers of candidate `c` (the scenario's single worker group reshaped;
-/// a disaggregated group keeps its first `shape.prefill` workers as prefill workers).
+/// How `n` workers are shared among groups of `counts` workers: in proportion to the counts by
+/// largest remainder (Hamilton's method; ties to the earlier group), then every group left with none
+/// takes one from the largest share, so each model starts somewhere.
+///
+/// Invariants: the shares sum to `max(n, counts.len())`, each is at least 1, and `n` equal to the
+/// counts' sum gives the counts back.
+pub fn apportion(counts: &[u32], n: u32) -> Vec<u32> {
+    let n = n.max(counts.len() as u32);
+    let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+    let quota = |i: usize| u64::from(n) * u64::from(counts[i]);
+    let mut shares: Vec<u32> = (0..counts.len())
+        .map(|i| (quota(i) / total) as u32)
+        .collect();
+    let mut order: Vec<usize> = (0..counts.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(quota(i) % total));
+    let left = n - shares.iter().sum::<u32>();
+    for &i in order.iter().take(left as usize) {
+        shares[i] += 1;
+    }
+    while let Some(empty) = shares.iter().position(|&s| s == 0) {
+        let largest = (0..shares.len())
+            .max_by_key(|&i| (shares[i], std::cmp::Reverse(i)))
+            .expect("a group");
+        shares[largest] -= 1;
+        shares[empty] += 1;
+    }
+    shares
+}
+
+/// The scenario with `shape` workers of candidate `c`. One group is reshaped (a disaggregated group
+/// keeps its first `shape.prefill` workers as prefill workers); several groups (a fleet of several
+/// models) share the workers in proportion to their counts ([`apportion`]), each at least one.
 pub fn fleet(base: &Scenario, c: &Candidate, shape: Shape) -> Scenario {
     let mut s = base.clone();
+    if s.workers.len() > 1 {
+        let counts: Vec<u32> = s.workers.iter().map(|g| g.count.0).collect();
+        for (g, n) in s
+            .workers
+            .iter_mut()
+            .zip(apportion(&counts, shape.workers()))
+        {
+            g.count = crate::config::PositiveInt(n);
+            candidate_hardware(g, c);
+        }
+        s.router = c.policy.router.clone();
+        return s;
+    }
     let g = &mut s.workers[0];
     match (shape.min_replicas, s.autoscaler.as_mut()) {
         (Some(min), Some(a)) => {
@@ -408,6 +451,13 @@ pub fn fleet(base: &Scenario, c: &Candidate, shape: Shape) -> Scenario {
         _ => g.count = crate::config::PositiveInt(shape.workers()),
     }
     g.prefill_workers = shape.prefill;
+    candidate_hardware(g, c);
+    s.router = c.policy.router.clone();
+    s
+}
+
+/// Puts group `g` on the candidate's GPU and TP.
+fn candidate_hardware(g: &mut crate::scenario::WorkerGroup, c: &Candidate) {
     if g.gpu != c.gpu || g.tp.0 != c.tp {
         // A fitted profile file belongs to the configuration it was measured on.
         g.profile = None;
@@ -415,8 +465,6 @@ pub fn fleet(base: &Scenario, c: &Candidate, shape: Shape) -> Scenario {
     }
     g.gpu = c.gpu;
     g.tp = crate::config::PositiveInt(c.tp);
-    s.router = c.policy.router.clone();
-    s
 }
 
 /// [`fleet`] with its workers placed in failure domains of `size` workers named `LABEL-0`, `LABEL-1`, ...
@@ -682,6 +730,32 @@ pub fn evaluate(
         None => headroom.workers,
     };
     let nothing = Estimate::of(&[]);
+    let groups = base.workers.len() as u32;
+    if groups > 1 && shape.workers() < groups {
+        // Fewer workers than groups: some model would start nowhere. Not a fleet `size` builds.
+        let why = format!("{} workers for {groups} groups", shape.workers());
+        return Ok(Evaluation {
+            count: shape.decode,
+            shape,
+            checks: vec![Check {
+                slo: "goodput".into(),
+                class: None,
+                case: why.clone(),
+                estimate: Estimate::of(&[0.0]),
+                limit: target.min_goodput,
+            }],
+            replications: 0,
+            runs: 0,
+            ttft_p95_ms: nothing,
+            tpot_p95_ms: nothing,
+            goodput: nothing,
+            output_tokens_per_s: nothing,
+            warmup_s: nothing,
+            replicas_mean: nothing,
+            unsteady: 0,
+            note: Some(why),
+        });
+    }
     if lost >= shape.workers() {
         return Ok(Evaluation {
             count: shape.decode,
@@ -909,6 +983,26 @@ ttft = "1s"
                 "{label}"
             );
             assert_eq!(c.duration, SimDuration(from.0 + 8_000_000_000));
+        }
+    }
+
+    #[test]
+    fn apportion_keeps_proportions_and_one_per_group() {
+        assert_eq!(apportion(&[3, 2, 1, 1, 1], 8), vec![3, 2, 1, 1, 1]);
+        assert_eq!(apportion(&[3, 2, 1, 1, 1], 16), vec![6, 4, 2, 2, 2]);
+        assert_eq!(apportion(&[3, 2, 1, 1, 1], 5), vec![1, 1, 1, 1, 1]);
+        assert_eq!(apportion(&[3, 2, 1, 1, 1], 3), vec![1, 1, 1, 1, 1]);
+        // 10 by 3:2:1:1:1 of 8 = 3.75, 2.5, 1.25 ×3: floors 3, 2, 1, 1, 1 and the 2 left to the
+        // largest remainders, 0.75 and 0.5.
+        assert_eq!(apportion(&[3, 2, 1, 1, 1], 10), vec![4, 3, 1, 1, 1]);
+        // 6: 2.25, 1.5, 0.75 ×3: floors 2, 1, 0, 0, 0, the 3 left to 0.75 ×3; then none is empty.
+        assert_eq!(apportion(&[3, 2, 1, 1, 1], 6), vec![2, 1, 1, 1, 1]);
+        // 2:1 at 4 workers: 2.67, 1.33: 3 and 1.
+        assert_eq!(apportion(&[2, 1], 4), vec![3, 1]);
+        for n in 5..40 {
+            let a = apportion(&[3, 2, 1, 1, 1], n);
+            assert_eq!(a.iter().sum::<u32>(), n);
+            assert!(a[0] >= a[1] && a[1] >= a[2], "{a:?}");
         }
     }
 

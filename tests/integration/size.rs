@@ -248,3 +248,89 @@ fn an_autoscaled_fleet_is_sized_by_its_replica_bounds_and_billed_by_its_mean() {
         );
     }
 }
+
+#[test]
+fn a_fleet_of_two_models_shares_its_count_in_proportion_to_the_groups() {
+    let t = TempDir::new("size-two-models");
+    let mu = mu_max();
+    let class = |model: &str, rate: f64| {
+        format!(
+            r#"
+[[workload.classes]]
+name = "{model}"
+[workload.classes.traffic]
+kind = "poisson"
+model = "{model}"
+rate = {rate}
+prompt = {{ dist = "fixed", tokens = {PROMPT} }}
+output = {{ dist = "fixed", tokens = {OUTPUT} }}
+"#
+        )
+    };
+    let group = |count: u32, model: &str| {
+        format!(
+            r#"
+[[workers]]
+count = {count}
+gpu = "h100"
+model = "{model}"
+max_num_seqs = {B}
+enable_prefix_caching = false
+"#
+        )
+    };
+    // Llama needs ceil(2.5) = 3 workers of its own (as in the one-model case above), Qwen one. The
+    // groups start 2:1, so 3 workers are shared 2:1 and fail; 4 are shared 3:1 (8/3 rounds up) and
+    // pass.
+    let text = format!(
+        "name = \"two-models\"\nseed = 7\nduration = \"120s\"\n{}{}\n[workload]\nkind = \"mix\"\n{}{}\n[router]\npolicy = \"least_outstanding\"\n\n[slo]\nttft = \"5s\"\ntpot = \"1s\"\n",
+        group(2, "llama-3.1-8b"),
+        group(1, "qwen3-8b"),
+        class("llama-3.1-8b", 2.5 * mu),
+        class("qwen3-8b", 0.3 * mu),
+    );
+    let path = t.path("two.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = t.path("out-two");
+    Command::cargo_bin("fleetsim")
+        .unwrap()
+        .args([
+            "size",
+            path.to_str().unwrap(),
+            "--headroom",
+            "0",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("size.json")).unwrap()).unwrap();
+    let c = &v["candidates"][0];
+    assert_eq!(c["workers"], 4, "{c:#}");
+    assert_eq!(c["group_workers"], serde_json::json!([3, 1]), "{c:#}");
+    let fewer = c["one_fewer_fails"].as_str().unwrap();
+    assert!(
+        fewer.starts_with("3:") && fewer.contains("llama-3.1-8b"),
+        "{fewer}"
+    );
+
+    // Mixed GPU types are refused with the group named, not sized as if they were one type.
+    let mixed = std::fs::read_to_string(&path).unwrap().replacen(
+        "gpu = \"h100\"\nmodel = \"qwen3-8b\"",
+        "gpu = \"a100\"\nmodel = \"qwen3-8b\"",
+        1,
+    );
+    let mixed_path = t.path("mixed.toml");
+    std::fs::write(&mixed_path, mixed).unwrap();
+    let err = Command::cargo_bin("fleetsim")
+        .unwrap()
+        .args(["size", mixed_path.to_str().unwrap()])
+        .assert()
+        .failure();
+    let stderr = String::from_utf8_lossy(&err.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("workers[1]") && stderr.contains("mixed GPU types"),
+        "{stderr}"
+    );
+}
