@@ -10,8 +10,14 @@ use std::collections::BTreeMap;
 
 use super::Summary;
 
-/// Metric names in table order, with whether lower is better.
-pub const METRICS: [(&str, bool); 35] = [
+/// A metric's name, and whether lower is better.
+pub type Metric = (&'static str, bool);
+
+/// Metric names in table order, with whether lower is better: the core ones, then [`FLEET_METRICS`].
+pub const METRICS: [Metric; 35] = join(CORE_METRICS, FLEET_METRICS);
+
+/// The metrics every run has.
+const CORE_METRICS: [Metric; 24] = [
     ("completed", false),
     ("failed", true),
     ("rejected", true),
@@ -36,6 +42,11 @@ pub const METRICS: [(&str, bool); 35] = [
     ("fault_victims_ttft_p95_ms", true),
     ("fault_excess_ttft_p95_ms", true),
     ("time_to_recover_s", true),
+];
+
+/// The metrics only some fleets have (NaN for the others), at the end of [`METRICS`] and of the
+/// sweep's metrics.
+pub const FLEET_METRICS: [Metric; 11] = [
     // Several models ([[workers]] `models`): swaps begun, their summed seconds, and the p95 TTFT of
     // the requests the gateway held for a model no worker had loaded.
     ("swaps", true),
@@ -51,28 +62,38 @@ pub const METRICS: [(&str, bool); 35] = [
     ("replicas_peak", true),
     ("cold_start_held", true),
     ("slo_attainment_worst_window", false),
+    // Requests for a model no worker may serve.
     ("rejected_model_not_served", true),
 ];
 
-/// The metrics at the end of [`METRICS`] that only some fleets have (NaN for the others).
-pub const FLEET_METRICS: [&str; 11] = [
-    "swaps",
-    "swap_seconds",
-    "held_for_model_ttft_p95_ms",
-    "lora_gpu_loads",
-    "lora_waited_for_slot",
-    "replica_hours",
-    "cost_usd",
-    "replicas_peak",
-    "cold_start_held",
-    "slo_attainment_worst_window",
-    "rejected_model_not_served",
-];
+/// `a` followed by `b` (`N` must be their lengths' sum: checked when the constant is evaluated).
+pub const fn join<const A: usize, const B: usize, const N: usize>(
+    a: [Metric; A],
+    b: [Metric; B],
+) -> [Metric; N] {
+    assert!(A + B == N, "N is the lengths' sum");
+    let mut out = [("", false); N];
+    let mut i = 0;
+    while i < A {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < N {
+        out[i] = b[i - A];
+        i += 1;
+    }
+    out
+}
+
+/// Whether `k` is one of [`FLEET_METRICS`].
+pub fn is_fleet_metric(k: &str) -> bool {
+    FLEET_METRICS.iter().any(|(m, _)| *m == k)
+}
 
 /// Whether a table shows metric `k`, given whether any of its runs has a value for it: every core
 /// metric always (`–` without a value), a fleet metric only where some run has one.
 pub fn shown(k: &str, any_value: bool) -> bool {
-    any_value || !FLEET_METRICS.contains(&k)
+    any_value || !is_fleet_metric(k)
 }
 
 /// The largest of `value` over the run's faults that happened; NaN without one, or when any has none.

@@ -731,9 +731,19 @@ pub fn evaluate(
     };
     let nothing = Estimate::of(&[]);
     let groups = base.workers.len() as u32;
-    if groups > 1 && shape.workers() < groups {
+    let impossible = if groups > 1 && shape.workers() < groups {
         // Fewer workers than groups: some model would start nowhere. Not a fleet `size` builds.
-        let why = format!("{} workers for {groups} groups", shape.workers());
+        Some(format!("{} workers for {groups} groups", shape.workers()))
+    } else if lost >= shape.workers() {
+        Some(format!(
+            "losing {lost} of {} workers leaves none",
+            shape.workers()
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = impossible {
+        // Judged without a run: no goodput.
         return Ok(Evaluation {
             count: shape.decode,
             shape,
@@ -754,32 +764,6 @@ pub fn evaluate(
             replicas_mean: nothing,
             unsteady: 0,
             note: Some(why),
-        });
-    }
-    if lost >= shape.workers() {
-        return Ok(Evaluation {
-            count: shape.decode,
-            shape,
-            checks: vec![Check {
-                slo: "goodput".into(),
-                class: None,
-                case: format!("losing {lost} of {} workers leaves none", shape.workers()),
-                estimate: Estimate::of(&[0.0]),
-                limit: target.min_goodput,
-            }],
-            replications: 0,
-            runs: 0,
-            ttft_p95_ms: nothing,
-            tpot_p95_ms: nothing,
-            goodput: nothing,
-            output_tokens_per_s: nothing,
-            warmup_s: nothing,
-            replicas_mean: nothing,
-            unsteady: 0,
-            note: Some(format!(
-                "losing {lost} of {} workers leaves none",
-                shape.workers()
-            )),
         });
     }
     let mut reps = run_replications(base, c, shape, headroom, 0, judging.replications.max(1))?;

@@ -10,12 +10,15 @@ use polars::prelude::*;
 
 use super::grid::Grid;
 use super::store::PointResult;
+use crate::metrics::headline::{FLEET_METRICS, Metric, join};
 use crate::metrics::summary::Summary;
 
-/// Headline metrics of a sweep, in column order, with whether lower is better.
-/// The last ones are [`crate::metrics::headline::FLEET_METRICS`]: written only when some point has a
-/// value (a sweep over a fleet with several models, LoRA adapters or an autoscaler).
-pub const METRICS: [(&str, bool); 25] = [
+/// Headline metrics of a sweep, in column order, with whether lower is better. The last ones are
+/// [`crate::metrics::headline::FLEET_METRICS`]: written only when some point has a value (a sweep over
+/// a fleet with several models, LoRA adapters or an autoscaler).
+pub const METRICS: [Metric; 25] = join(CORE, FLEET_METRICS);
+
+const CORE: [Metric; 14] = [
     ("completed", false),
     ("failed", true),
     ("rejected", true),
@@ -30,17 +33,6 @@ pub const METRICS: [(&str, bool); 25] = [
     ("goodput_fraction", false),
     ("goodput_requests_per_s", false),
     ("prefix_hit_rate", false),
-    ("swaps", true),
-    ("swap_seconds", true),
-    ("held_for_model_ttft_p95_ms", true),
-    ("lora_gpu_loads", true),
-    ("lora_waited_for_slot", true),
-    ("replica_hours", true),
-    ("cost_usd", true),
-    ("replicas_peak", true),
-    ("cold_start_held", true),
-    ("slo_attainment_worst_window", false),
-    ("rejected_model_not_served", true),
 ];
 
 /// The headline metrics of one run, in [`METRICS`] order; `None` for a statistic of an empty set.
@@ -64,9 +56,9 @@ pub fn headline(s: &Summary) -> Vec<(&'static str, Option<f64>)> {
         (s.prefix_cache.prompt_tokens > 0).then_some(s.prefix_cache.hit_rate),
     ];
     let fleet = crate::metrics::headline::values(s);
-    let fleet = crate::metrics::headline::FLEET_METRICS
+    let fleet = FLEET_METRICS
         .iter()
-        .map(|k| Some(fleet[k]).filter(|v| !v.is_nan()));
+        .map(|(k, _)| Some(fleet[k]).filter(|v| !v.is_nan()));
     METRICS
         .iter()
         .map(|(k, _)| *k)
@@ -236,7 +228,7 @@ pub fn to_markdown(scenario: &str, grid: &Grid, rows: &[Row], spread: bool) -> S
     let fleet: Vec<&str> = columns(rows)
         .into_iter()
         .map(|j| METRICS[j].0)
-        .filter(|k| crate::metrics::headline::FLEET_METRICS.contains(k))
+        .filter(|k| crate::metrics::headline::is_fleet_metric(k))
         .collect();
     let shown: Vec<&str> = SHOWN.into_iter().chain(fleet).collect();
     for &k in &shown {
@@ -372,7 +364,7 @@ mod tests {
     #[test]
     fn fleet_metrics_are_written_only_where_a_point_has_one() {
         let grid = Grid::parse(&["workers.0.count=2,4".into()]).unwrap();
-        let core = |j: usize| !crate::metrics::headline::FLEET_METRICS.contains(&METRICS[j].0);
+        let core = |j: usize| !crate::metrics::headline::is_fleet_metric(METRICS[j].0);
         let row = |point: usize, swaps: Option<f64>| Row {
             point,
             values: vec![(2 * point + 2).to_string()],

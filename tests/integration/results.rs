@@ -466,7 +466,7 @@ fn compare_shows_autoscaler_rows_only_for_an_autoscaled_fleet() {
         .assert()
         .success();
     let md = std::fs::read_to_string(plain.join("comparison.md")).unwrap();
-    for k in fleetsim::metrics::headline::FLEET_METRICS {
+    for (k, _) in fleetsim::metrics::headline::FLEET_METRICS {
         assert!(!md.contains(&format!("| {k} ")), "{k} shown\n{md}");
     }
 }
