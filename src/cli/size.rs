@@ -46,6 +46,8 @@ type Growth = Vec<(f64, Vec<(String, Option<Shape>)>)>;
 struct Sized {
     c: Candidate,
     usd_per_gpu_hour: f64,
+    /// A mixed fleet: dollars per worker-hour of each of its two groups.
+    mix: Option<[f64; 2]>,
     outcome: Result<Answer, String>,
     tried: Tried,
     /// The idle latency floor and the SLOs it leaves less than 10% room (warnings).
@@ -129,10 +131,24 @@ impl Sized {
     fn workers(&self) -> Option<u32> {
         self.found().map(|(e, _, _)| e.shape.workers())
     }
-    /// Dollars per hour of the answer: its workers, or an autoscaled answer's mean replicas billed.
+    /// Dollars per hour of the answer.
     fn per_hour(&self) -> Option<f64> {
-        self.found()
-            .map(|(e, _, _)| cost(self.usd_per_gpu_hour, self.c.tp, e.billed_workers(), 0.0).0)
+        self.found().map(|(e, _, _)| self.hourly(e))
+    }
+    /// Dollars per hour of a judged fleet: its workers (of a mixed fleet, each group's at its own
+    /// price), or an autoscaled fleet's mean replicas billed; and per million output tokens.
+    fn hourly_and_per_million(&self, e: &Evaluation) -> (f64, f64) {
+        let tokens = e.output_tokens_per_s.mean;
+        match (self.mix, e.shape.second) {
+            (Some(p), Some(second)) => {
+                let h = f64::from(e.shape.decode) * p[0] + f64::from(second) * p[1];
+                (h, cost(h, 1, 1.0, tokens).1)
+            }
+            _ => cost(self.usd_per_gpu_hour, self.c.tp, e.billed_workers(), tokens),
+        }
+    }
+    fn hourly(&self, e: &Evaluation) -> f64 {
+        self.hourly_and_per_million(e).0
     }
 }
 
@@ -154,17 +170,26 @@ const FLOOR_ROOM: f64 = 0.10;
 pub(super) fn size(a: Args) -> Result<()> {
     let base = super::load_checked(a.scenario, a.set, a.force)?;
     if base.workers.len() > 1 {
-        let g0 = &base.workers[0];
-        if let Some((i, _)) = base
-            .workers
-            .iter()
-            .enumerate()
-            .find(|(_, g)| g.gpu != g0.gpu || g.tp != g0.tp || g.prefill_workers > 0)
-        {
+        if let Some(i) = base.workers.iter().position(|g| g.prefill_workers > 0) {
             bail!(
-                "{}: workers[{i}]: size shares a count among several [[workers]] groups only when they all have the same gpu and tp and no prefill_workers (a fleet of several models); a search over mixed GPU types is not built yet",
+                "{}: workers[{i}]: size reshapes a disaggregated fleet (prefill_workers) only as the scenario's one [[workers]] group",
                 a.scenario.display()
             );
+        }
+        if mixed(&base) {
+            if base.workers.len() != 2 {
+                bail!(
+                    "{}: size searches a fleet of mixed GPU types (groups that differ in gpu or tp) over exactly two [[workers]] groups, one per type; this scenario has {}",
+                    a.scenario.display(),
+                    base.workers.len()
+                );
+            }
+            if !a.gpus.is_empty() || !a.tps.is_empty() {
+                bail!(
+                    "{}: --gpus and --tp put every group on one type; a mixed fleet's types are its two groups' (workers[0] and workers[1])",
+                    a.scenario.display()
+                );
+            }
         }
         if a.headroom.domain.is_some() {
             bail!(
@@ -194,6 +219,17 @@ pub(super) fn size(a: Args) -> Result<()> {
     }
     let target = Target::from_scenario(&base, a.min_goodput)
         .map_err(|m| anyhow::anyhow!("{}: {m}", a.scenario.display()))?;
+    // A mixed fleet's price of one worker-hour of each group (GPU price × tp).
+    let mix = if mixed(&base) {
+        let per_worker = |g: &crate::scenario::WorkerGroup| {
+            price(&base, g.gpu)
+                .map(|usd| usd * f64::from(g.tp.0))
+                .map_err(|m| anyhow::anyhow!("{}: {m}", a.scenario.display()))
+        };
+        Some([per_worker(&base.workers[0])?, per_worker(&base.workers[1])?])
+    } else {
+        None
+    };
     let g = &base.workers[0];
     let gpus = if a.gpus.is_empty() {
         vec![g.gpu]
@@ -215,6 +251,8 @@ pub(super) fn size(a: Args) -> Result<()> {
     };
     let smallest_shape = if disaggregated {
         Shape::disaggregated(1, 1)
+    } else if mix.is_some() {
+        Shape::mixed(1, 1)
     } else if let Some(a) = &base.autoscaler {
         Shape::autoscaled(a.min_replicas.min(1), 1)
     } else {
@@ -281,7 +319,7 @@ pub(super) fn size(a: Args) -> Result<()> {
             a.judging.replications,
             a.judging.max_replications.max(a.judging.replications),
         );
-        let results = pool.install(|| size_all(&a, &scaled, &target, &candidates));
+        let results = pool.install(|| size_all(&a, &scaled, &target, &candidates, mix));
         let (results, reasons) = rank(results, &scaled, &a, &target)?;
         let title = if a.traffic_scales.len() > 1 {
             format!("{} — fleet sizing at traffic × {scale}", base.name)
@@ -340,6 +378,7 @@ fn size_all(
     base: &Scenario,
     target: &Target,
     candidates: &[(Candidate, f64)],
+    mix: Option<[f64; 2]>,
 ) -> Vec<Sized> {
     let bars = crate::progress::Bars::new(a.quiet);
     let bar = bars.counter("candidates sized", candidates.len() as u64);
@@ -365,6 +404,9 @@ fn size_all(
                     search_disaggregated(&s, a.max_workers, &eval)
                 } else if let Some(auto) = &s.autoscaler {
                     search_autoscaled(auto, a.max_workers, &eval, &tried)
+                } else if let Some(prices) = mix {
+                    let counts = [s.workers[0].count.0, s.workers[1].count.0];
+                    search_mixed(counts, prices, a.max_workers, &eval)
                 } else {
                     search_aggregated(scenario_shape(&s).workers(), a.max_workers, &eval, &tried)
                 };
@@ -382,6 +424,7 @@ fn size_all(
                 return Sized {
                     c: c.clone(),
                     usd_per_gpu_hour: *usd,
+                    mix,
                     outcome,
                     tried,
                     floor,
@@ -422,6 +465,91 @@ fn search_aggregated(
         Outcome::Infeasible { max } => Answer::Infeasible {
             max: Shape::aggregated(max),
         },
+    })
+}
+
+/// A fleet of two GPU types: the cheapest pair of counts found on a staircase, priced at `prices`
+/// (dollars per worker-hour of the first and second group).
+///
+/// 1. The first type alone: the smallest count that passes (from the scenario's count).
+/// 2. The second type alone, up to what the first alone costs.
+/// 3. Then 1, 2, ... workers of the first type, each with the fewest of the second that passes (never
+///    more than with one fewer of the first), while one more of the first could still undercut the
+///    cheapest so far.
+///
+/// Every pair on the way is judged like a count; the cheapest passing pair wins (the first found on a
+/// tie), confirmed with one worker fewer of each type judged. Feasibility is assumed to grow with
+/// either count.
+fn search_mixed(
+    start: [u32; 2],
+    prices: [f64; 2],
+    max: u32,
+    eval: &dyn Fn(Shape) -> Result<bool, String>,
+) -> Result<Answer, String> {
+    let cost =
+        |s: Shape| f64::from(s.decode) * prices[0] + f64::from(s.second.unwrap_or(0)) * prices[1];
+    let cheaper = |s: Shape, best: Option<Shape>| best.is_none_or(|b| cost(s) < cost(b));
+    // How many of a type `budget` dollars per hour buy (`max` without a budget).
+    let afford = |budget: Option<f64>, price: f64| {
+        budget.map_or(max, |b| ((b / price + 1e-9).floor() as u32).min(max))
+    };
+    let mut best = None;
+    if let Outcome::Found { count } = smallest(0, start[0], max, |n| eval(Shape::mixed(n, 0)))? {
+        best = Some(Shape::mixed(count, 0));
+    }
+    let cap = afford(best.map(cost), prices[1]);
+    let mut ceiling = cap;
+    if cap >= 1
+        && let Outcome::Found { count } =
+            smallest(0, start[1].min(cap), cap, |n| eval(Shape::mixed(0, n)))?
+    {
+        let s = Shape::mixed(0, count);
+        if cheaper(s, best) {
+            best = Some(s);
+        }
+        ceiling = count;
+    }
+    let mut first = 1;
+    while first < max {
+        let spent = f64::from(first) * prices[0];
+        let left = best.map(|b| cost(b) - spent);
+        if left.is_some_and(|l| l < prices[1]) {
+            break;
+        }
+        let cap = ceiling.min(max - first).min(afford(left, prices[1]));
+        if cap == 0 {
+            break;
+        }
+        if let Outcome::Found { count } = smallest(0, cap, cap, |n| eval(Shape::mixed(first, n)))? {
+            let s = Shape::mixed(first, count);
+            if cheaper(s, best) {
+                best = Some(s);
+            }
+            ceiling = count;
+        }
+        first += 1;
+    }
+    let Some(shape) = best else {
+        return Ok(Answer::Infeasible {
+            max: Shape::mixed(max, 0),
+        });
+    };
+    let (a, b) = (shape.decode, shape.second.unwrap_or(0));
+    let mut fewer = Vec::new();
+    if a >= 1 && a - 1 + b >= 1 {
+        fewer.push(Shape::mixed(a - 1, b));
+    }
+    if b >= 1 && a + b - 1 >= 1 {
+        fewer.push(Shape::mixed(a, b - 1));
+    }
+    for &f in &fewer {
+        // Judged for the record (the search may not have run this exact shape).
+        eval(f)?;
+    }
+    Ok(Answer::Found {
+        shape,
+        fewer,
+        non_monotone: false,
     })
 }
 
@@ -629,8 +757,45 @@ fn idle_floor(base: &Scenario, c: &Candidate, target: &Target) -> Floor {
     floor
 }
 
+/// Whether the scenario's groups differ in GPU type or TP: a mixed fleet.
+fn mixed(s: &Scenario) -> bool {
+    let g0 = &s.workers[0];
+    s.workers.iter().any(|g| g.gpu != g0.gpu || g.tp != g0.tp)
+}
+
+/// The GPU column: the candidate's, or a mixed fleet's two types (`h100+a100`).
+fn gpu_text(s: &Scenario, c: &Candidate) -> String {
+    if mixed(s) {
+        let names: Vec<&str> = s.workers.iter().map(|g| g.gpu.as_str()).collect();
+        names.join("+")
+    } else {
+        c.gpu.as_str().to_string()
+    }
+}
+
+/// The TP column: the candidate's, or a mixed fleet's two (`1+2`).
+fn tp_text(s: &Scenario, c: &Candidate) -> String {
+    if mixed(s) {
+        let tps: Vec<String> = s.workers.iter().map(|g| g.tp.0.to_string()).collect();
+        tps.join("+")
+    } else {
+        c.tp.to_string()
+    }
+}
+
+/// GPUs in a fleet of `shape` (an autoscaled one: at its ceiling).
+fn gpus(s: &Scenario, c: &Candidate, shape: Shape) -> u32 {
+    match shape.second {
+        Some(second) => shape.decode * s.workers[0].tp.0 + second * s.workers[1].tp.0,
+        None => shape.workers() * c.tp,
+    }
+}
+
 /// Workers per `[[workers]]` group of a fleet of `shape` ([`crate::sizing::apportion`]).
 fn group_workers(s: &Scenario, shape: Shape) -> Vec<u32> {
+    if let Some(second) = shape.second {
+        return vec![shape.decode, second];
+    }
     if s.workers.len() == 1 {
         return vec![shape.workers()];
     }
@@ -638,8 +803,17 @@ fn group_workers(s: &Scenario, shape: Shape) -> Vec<u32> {
     crate::sizing::apportion(&counts, shape.workers())
 }
 
-/// The shape as the table shows it: `4`, `1P+3D`, `2–5`, or with several groups `8 (3+2+1+1+1)`.
+/// The shape as the table shows it: `4`, `1P+3D`, `2–5`, with several groups `8 (3+2+1+1+1)`,
+/// mixed `3 h100 + 2 a100`.
 fn shape_text(s: &Scenario, shape: Shape) -> String {
+    if let Some(second) = shape.second {
+        return format!(
+            "{} {} + {second} {}",
+            shape.decode,
+            s.workers[0].gpu.as_str(),
+            s.workers[1].gpu.as_str()
+        );
+    }
     if s.workers.len() == 1 {
         return shape.to_string();
     }
@@ -653,6 +827,7 @@ fn scenario_shape(base: &Scenario) -> Shape {
     let g = &base.workers[0];
     match &base.autoscaler {
         Some(a) => Shape::autoscaled(a.min_replicas, a.max_replicas.0),
+        None if mixed(base) => Shape::mixed(g.count.0, base.workers[1].count.0),
         None if base.workers.len() == 1 => {
             Shape::disaggregated(g.prefill_workers, g.count.0 - g.prefill_workers)
         }
@@ -712,8 +887,16 @@ fn why_it_loses(
     let Some(budget) = budget else {
         return Ok(String::new());
     };
+    if let Some((e, _, _)) = r.found().filter(|(e, _, _)| e.shape.second.is_some()) {
+        let own = r.hourly(e);
+        return Ok(if own <= budget + 1e-9 {
+            format!("ties on cost (${own:.2}/h)")
+        } else {
+            format!("${own:.2}/h against the cheapest's ${budget:.2}/h")
+        });
+    }
     if let Some((e, _, _)) = r.found().filter(|(e, _, _)| e.shape.min_replicas.is_some()) {
-        let own = cost(r.usd_per_gpu_hour, r.c.tp, e.billed_workers(), 0.0).0;
+        let own = r.hourly(e);
         return Ok(if own <= budget + 1e-9 {
             format!("ties on cost (${own:.2}/h)")
         } else {
@@ -870,12 +1053,7 @@ fn report(
         }
         match r.found() {
             Some((e, fewer, non_monotone)) => {
-                let (per_hour, per_m) = cost(
-                    r.usd_per_gpu_hour,
-                    r.c.tp,
-                    e.billed_workers(),
-                    e.output_tokens_per_s.mean,
-                );
+                let (per_hour, per_m) = r.hourly_and_per_million(e);
                 let fewer_text = if fewer.is_empty() {
                     "– (1 is the minimum)".to_string()
                 } else {
@@ -899,11 +1077,11 @@ fn report(
                     o,
                     "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     i + 1,
-                    r.c.gpu.as_str(),
-                    r.c.tp,
+                    gpu_text(scenario, &r.c),
+                    tp_text(scenario, &r.c),
                     r.c.policy.label,
                     shape_text(scenario, e.shape),
-                    e.shape.workers() * r.c.tp,
+                    gpus(scenario, &r.c, e.shape),
                     per_hour,
                     num(per_m, 3),
                     e.ttft_p95_ms.text(0),
@@ -1024,19 +1202,19 @@ fn to_json(
         .map(|(i, (r, why))| {
             let found = r.found();
             let (per_hour, per_m) = found.as_ref().map_or((None, None), |(e, _, _)| {
-                let (h, m) = cost(
-                    r.usd_per_gpu_hour,
-                    r.c.tp,
-                    e.billed_workers(),
-                    e.output_tokens_per_s.mean,
-                );
+                let (h, m) = r.hourly_and_per_million(e);
                 (Some(h), m.is_finite().then_some(m))
             });
             let finite = |v: f64| v.is_finite().then_some(v);
             let e = found.as_ref().map(|(e, _, _)| *e);
             serde_json::json!({
                 "rank": i + 1,
-                "gpu": r.c.gpu.as_str(),
+                "gpu": gpu_text(scenario, &r.c),
+                "group_gpus": if mixed(scenario) {
+                    scenario.workers.iter().map(|g| g.gpu.as_str()).collect::<Vec<_>>()
+                } else {
+                    vec![r.c.gpu.as_str()]
+                },
                 "tp": r.c.tp,
                 "policy": r.c.policy.label,
                 "workers": e.map(|e| e.shape.workers()),
@@ -1085,4 +1263,61 @@ fn to_json(
         })
         .collect();
     serde_json::json!({ "traffic_scale": scale, "candidates": rows })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cheapest pair passing `feasible` by brute force, the first type's count ascending on a tie.
+    fn cheapest(prices: [f64; 2], max: u32, feasible: impl Fn(u32, u32) -> bool) -> Option<Shape> {
+        let cost = |a: u32, b: u32| f64::from(a) * prices[0] + f64::from(b) * prices[1];
+        let mut best: Option<(u32, u32)> = None;
+        for a in 0..=max {
+            for b in 0..=max - a {
+                if a + b > 0
+                    && feasible(a, b)
+                    && best.is_none_or(|(x, y)| cost(a, b) < cost(x, y) - 1e-9)
+                {
+                    best = Some((a, b));
+                }
+            }
+        }
+        best.map(|(a, b)| Shape::mixed(a, b))
+    }
+
+    #[test]
+    fn the_mixed_staircase_finds_the_cheapest_pair_a_brute_force_finds() {
+        // Capacity a·ca + b·cb must reach the load: throughput-bound fleets of two GPU types.
+        let mut cases = 0;
+        for (ca, cb) in [(3.0, 2.0), (5.0, 2.0), (2.0, 3.0), (4.0, 1.0)] {
+            for load in [4.0, 13.0, 20.5, 31.0] {
+                for prices in [[3.0, 1.9], [3.0, 2.1], [6.0, 1.0], [1.0, 6.0], [2.5, 2.5]] {
+                    let feasible = |a: u32, b: u32| f64::from(a) * ca + f64::from(b) * cb >= load;
+                    let runs = std::cell::Cell::new(0);
+                    let eval = |s: Shape| -> Result<bool, String> {
+                        runs.set(runs.get() + 1);
+                        Ok(feasible(s.decode, s.second.unwrap()))
+                    };
+                    let found = search_mixed([2, 2], prices, 40, &eval).unwrap();
+                    let Answer::Found { shape, fewer, .. } = found else {
+                        panic!("infeasible");
+                    };
+                    let want = cheapest(prices, 40, feasible).unwrap();
+                    let cost = |s: Shape| {
+                        f64::from(s.decode) * prices[0] + f64::from(s.second.unwrap()) * prices[1]
+                    };
+                    assert!(
+                        (cost(shape) - cost(want)).abs() < 1e-9,
+                        "capacities {ca}/{cb}, load {load}, prices {prices:?}: {shape} against {want}"
+                    );
+                    assert!(fewer.iter().all(|f| !feasible(f.decode, f.second.unwrap())));
+                    // A staircase, not the whole grid (40 × 40 / 2 pairs).
+                    assert!(runs.get() < 120, "{} runs", runs.get());
+                    cases += 1;
+                }
+            }
+        }
+        assert_eq!(cases, 80);
+    }
 }

@@ -250,6 +250,9 @@ pub struct Shape {
     /// With `[autoscaler]`: the fleet's `min_replicas` (`decode` is then its `max_replicas`, the
     /// replicas it may grow to); `None` for a fixed fleet.
     pub min_replicas: Option<u32>,
+    /// A fleet of two GPU types (two `[[workers]]` groups that differ in `gpu` or `tp`): the second
+    /// group's workers (`decode` is then the first group's); `None` otherwise.
+    pub second: Option<u32>,
 }
 
 impl Shape {
@@ -258,6 +261,7 @@ impl Shape {
             prefill: 0,
             decode: n,
             min_replicas: None,
+            second: None,
         }
     }
     pub fn disaggregated(prefill: u32, decode: u32) -> Shape {
@@ -265,6 +269,7 @@ impl Shape {
             prefill,
             decode,
             min_replicas: None,
+            second: None,
         }
     }
     /// An autoscaled fleet of `min..=max` replicas.
@@ -273,11 +278,21 @@ impl Shape {
             prefill: 0,
             decode: max,
             min_replicas: Some(min),
+            second: None,
+        }
+    }
+    /// A fleet of `first` workers of the first group's type and `second` of the second's.
+    pub fn mixed(first: u32, second: u32) -> Shape {
+        Shape {
+            prefill: 0,
+            decode: first,
+            min_replicas: None,
+            second: Some(second),
         }
     }
     /// Workers in all.
     pub fn workers(&self) -> u32 {
-        self.prefill + self.decode
+        self.prefill + self.decode + self.second.unwrap_or(0)
     }
 }
 
@@ -285,6 +300,8 @@ impl std::fmt::Display for Shape {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         if let Some(min) = self.min_replicas {
             write!(f, "{min}–{}", self.decode)
+        } else if let Some(second) = self.second {
+            write!(f, "{}+{second}", self.decode)
         } else if self.prefill == 0 {
             write!(f, "{}", self.decode)
         } else {
@@ -327,7 +344,7 @@ impl Evaluation {
         self.checks.iter().all(Check::passes)
     }
 
-    /// The workers paid for on average: every worker of a fixed fleet; an autoscaled fleet's mean
+    /// The workers paid for on average (of a mixed fleet: of both types): every worker of a fixed fleet; an autoscaled fleet's mean
     /// replicas billed (replicas starting count: a cloud bills a node from when it is provisioned).
     pub fn billed_workers(&self) -> f64 {
         match self.shape.min_replicas {
@@ -424,9 +441,23 @@ pub fn apportion(counts: &[u32], n: u32) -> Vec<u32> {
 
 /// The scenario with `shape` workers of candidate `c`. One group is reshaped (a disaggregated group
 /// keeps its first `shape.prefill` workers as prefill workers); several groups (a fleet of several
-/// models) share the workers in proportion to their counts ([`apportion`]), each at least one.
+/// models) share the workers in proportion to their counts ([`apportion`]), each at least one; the
+/// two groups of a mixed fleet ([`Shape::mixed`]) get their own counts on their own hardware.
 pub fn fleet(base: &Scenario, c: &Candidate, shape: Shape) -> Scenario {
     let mut s = base.clone();
+    if let Some(second) = shape.second {
+        // Two GPU types: each group keeps its own hardware; a group of none is left out.
+        let counts = [shape.decode, second];
+        let mut i = 0;
+        s.workers.retain_mut(|g| {
+            let n = counts[i.min(1)];
+            i += 1;
+            g.count = crate::config::PositiveInt(n.max(1));
+            n > 0
+        });
+        s.router = c.policy.router.clone();
+        return s;
+    }
     if s.workers.len() > 1 {
         let counts: Vec<u32> = s.workers.iter().map(|g| g.count.0).collect();
         for (g, n) in s
@@ -731,7 +762,7 @@ pub fn evaluate(
     };
     let nothing = Estimate::of(&[]);
     let groups = base.workers.len() as u32;
-    let impossible = if groups > 1 && shape.workers() < groups {
+    let impossible = if groups > 1 && shape.second.is_none() && shape.workers() < groups {
         // Fewer workers than groups: some model would start nowhere. Not a fleet `size` builds.
         Some(format!("{} workers for {groups} groups", shape.workers()))
     } else if lost >= shape.workers() {

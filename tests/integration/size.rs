@@ -315,22 +315,108 @@ enable_prefix_caching = false
         "{fewer}"
     );
 
-    // Mixed GPU types are refused with the group named, not sized as if they were one type.
-    let mixed = std::fs::read_to_string(&path).unwrap().replacen(
+    // Mixed GPU types over more than two groups are refused, not sized as if they were one type;
+    // --gpus on a mixed fleet too.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let third = group(1, "mistral-7b").replace("h100", "a100");
+    let three = text.replacen("\n[workload]", &format!("{third}\n[workload]"), 1);
+    let three_path = t.path("three.toml");
+    std::fs::write(&three_path, three).unwrap();
+    let two = text.replacen(
         "gpu = \"h100\"\nmodel = \"qwen3-8b\"",
         "gpu = \"a100\"\nmodel = \"qwen3-8b\"",
         1,
     );
-    let mixed_path = t.path("mixed.toml");
-    std::fs::write(&mixed_path, mixed).unwrap();
-    let err = Command::cargo_bin("fleetsim")
+    let two_path = t.path("two-types.toml");
+    std::fs::write(&two_path, two).unwrap();
+    for (path, gpus, says) in [
+        (&three_path, None, "exactly two"),
+        (&two_path, Some("h100"), "--gpus and --tp"),
+    ] {
+        let mut cmd = Command::cargo_bin("fleetsim").unwrap();
+        cmd.args(["size", path.to_str().unwrap()]);
+        if let Some(g) = gpus {
+            cmd.args(["--gpus", g]);
+        }
+        let err = cmd.assert().failure();
+        let stderr = String::from_utf8_lossy(&err.get_output().stderr).to_string();
+        assert!(stderr.contains(says), "{stderr}");
+    }
+}
+
+/// `size` of a fleet of `h100` and `a100` groups (2 each to start) under `scenario(rate)`'s traffic,
+/// at the given prices per GPU-hour: the first candidate of size.json.
+fn size_mixed(t: &TempDir, rate: f64, h100: f64, a100: f64) -> serde_json::Value {
+    let one = scenario(rate);
+    let (head, tail) = one.split_once("[workload]").unwrap();
+    let a100_group = head
+        .split_once("[[workers]]")
         .unwrap()
-        .args(["size", mixed_path.to_str().unwrap()])
-        .assert()
-        .failure();
-    let stderr = String::from_utf8_lossy(&err.get_output().stderr).to_string();
-    assert!(
-        stderr.contains("workers[1]") && stderr.contains("mixed GPU types"),
-        "{stderr}"
+        .1
+        .replace("count = 1", "count = 2")
+        .replace("\"h100\"", "\"a100\"");
+    let text = format!(
+        "{}[[workers]]{a100_group}[workload]{tail}\n[prices]\nh100 = {h100}\na100 = {a100}\n",
+        head.replace("count = 1", "count = 2")
     );
+    let path = t.path(&format!("mixed-{h100}-{a100}.toml"));
+    std::fs::write(&path, text).unwrap();
+    let out = t.path(&format!("out-mixed-{h100}-{a100}"));
+    Command::cargo_bin("fleetsim")
+        .unwrap()
+        .args([
+            "size",
+            path.to_str().unwrap(),
+            "--headroom",
+            "0",
+            "--max-workers",
+            "16",
+        ])
+        .args(["--out", out.to_str().unwrap()])
+        .assert()
+        .success();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("size.json")).unwrap()).unwrap();
+    v["candidates"][0].clone()
+}
+
+#[test]
+fn a_mixed_fleet_is_sized_by_cost_over_both_gpu_types() {
+    let t = TempDir::new("size-mixed");
+    let rate = 2.5 * mu_max();
+    let groups = |c: &serde_json::Value| -> (u64, u64) {
+        let g = c["group_workers"].as_array().unwrap();
+        (g[0].as_u64().unwrap(), g[1].as_u64().unwrap())
+    };
+    // A100s priced out: the H100-only answer of the one-type test, ceil(2.5) = 3.
+    let c = size_mixed(&t, rate, 3.0, 100.0);
+    assert_eq!(groups(&c), (3, 0), "{c:#}");
+    assert!((c["usd_per_hour"].as_f64().unwrap() - 9.0).abs() < 1e-9);
+    // H100s priced out: A100s only, with one fewer failing.
+    let c = size_mixed(&t, rate, 100.0, 1.0);
+    let (h, a) = groups(&c);
+    assert_eq!(h, 0, "{c:#}");
+    assert!(
+        c["one_fewer_fails"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("0+{}:", a - 1)),
+        "{c:#}"
+    );
+    assert!((c["usd_per_hour"].as_f64().unwrap() - a as f64).abs() < 1e-9);
+    // Prices close per unit of capacity: whatever wins is billed at both prices, and one worker
+    // fewer of either type fails.
+    let c = size_mixed(&t, rate, 3.0, 1.6);
+    let (h, a) = groups(&c);
+    let usd = c["usd_per_hour"].as_f64().unwrap();
+    assert!(
+        (usd - (3.0 * h as f64 + 1.6 * a as f64)).abs() < 1e-9,
+        "{c:#}"
+    );
+    let fewer = c["one_fewer_fails"].as_str();
+    assert!(
+        fewer.is_some_and(|f| !f.is_empty()),
+        "every fewer pair was judged and failed: {c:#}"
+    );
+    assert_eq!(c["gpu"], "h100+a100");
 }
