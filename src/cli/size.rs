@@ -536,10 +536,11 @@ fn search_mixed(
     };
     let (a, b) = (shape.decode, shape.second.unwrap_or(0));
     let mut fewer = Vec::new();
-    if a >= 1 && a - 1 + b >= 1 {
+    // One fewer of either type, where a worker is left.
+    if a >= 1 && a + b > 1 {
         fewer.push(Shape::mixed(a - 1, b));
     }
-    if b >= 1 && a + b - 1 >= 1 {
+    if b >= 1 && a + b > 1 {
         fewer.push(Shape::mixed(a, b - 1));
     }
     for &f in &fewer {
