@@ -334,7 +334,7 @@ pub(super) fn size(a: Args) -> Result<()> {
             scale,
             results
                 .iter()
-                .map(|r| (label(&r.c), r.found().map(|(e, _, _)| e.shape)))
+                .map(|r| (label(&scaled, &r.c), r.found().map(|(e, _, _)| e.shape)))
                 .collect(),
         ));
         json_scales.push(to_json(scale, &scaled, &results, &reasons));
@@ -368,8 +368,10 @@ pub(super) fn size(a: Args) -> Result<()> {
     Ok(())
 }
 
-fn label(c: &Candidate) -> String {
-    format!("{} tp{} {}", c.gpu.as_str(), c.tp, c.policy.label)
+/// The candidate as the notes name it: `h100 tp1 prefix_aware`, or a mixed fleet's
+/// `h100+a100 tp1+1 prefix_aware`.
+fn label(s: &Scenario, c: &Candidate) -> String {
+    format!("{} tp{} {}", gpu_text(s, c), tp_text(s, c), c.policy.label)
 }
 
 /// Sizes every candidate (in parallel), in candidate order.
@@ -845,7 +847,7 @@ fn rank(
 ) -> Result<(Vec<Sized>, Vec<String>)> {
     for r in &results {
         if let Err(e) = &r.outcome {
-            bail!("{}: {e}", label(&r.c));
+            bail!("{}: {e}", label(base, &r.c));
         }
     }
     results.sort_by(|x, y| match (x.per_hour(), y.per_hour()) {
@@ -1047,10 +1049,10 @@ fn report(
     for (i, (r, why)) in results.iter().zip(reasons).enumerate() {
         let runs: u32 = r.tried.values().map(|e| e.runs).sum();
         for w in &r.floor.warnings {
-            notes.push(format!("**warning** ({}): {w}", label(&r.c)));
+            notes.push(format!("**warning** ({}): {w}", label(scenario, &r.c)));
         }
         if let Some(n) = window_note(r, scenario) {
-            notes.push(format!("**note** ({}): {n}", label(&r.c)));
+            notes.push(format!("**note** ({}): {n}", label(scenario, &r.c)));
         }
         match r.found() {
             Some((e, fewer, non_monotone)) => {
@@ -1070,7 +1072,7 @@ fn report(
                 if non_monotone {
                     notes.push(format!(
                         "**not monotone** ({}): some smaller fleet passed, or a larger one failed, in this search; {} is the smallest count from which every larger count judged passes (confirmed one above).",
-                        label(&r.c),
+                        label(scenario, &r.c),
                         e.shape
                     ));
                 }
@@ -1253,6 +1255,7 @@ fn to_json(
                     "workers": e.shape.workers(),
                     "prefill_workers": e.shape.prefill,
                     "decode_workers": e.shape.decode,
+                    "group_workers": group_workers(scenario, e.shape),
                     "min_replicas": e.shape.min_replicas,
                     "feasible": e.feasible(),
                     "replications": e.replications,
