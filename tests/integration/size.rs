@@ -62,19 +62,27 @@ tpot = "1s"
 }
 
 fn size(t: &TempDir, rate: f64, headroom: u32) -> serde_json::Value {
-    let path = t.path(&format!("s-{headroom}.toml"));
-    std::fs::write(&path, scenario(rate)).unwrap();
-    let out = t.path(&format!("out-{headroom}"));
+    let h = headroom.to_string();
+    size_of(
+        t,
+        &format!("s-{headroom}"),
+        &scenario(rate),
+        &["--headroom", &h],
+    )
+}
+
+/// `fleetsim size` of scenario `text` (written to `NAME.toml` in `t`) with `args`: its size.json.
+fn size_of(t: &TempDir, name: &str, text: &str, args: &[&str]) -> serde_json::Value {
+    let path = t.path(&format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    let out = t.path(&format!("out-{name}"));
     Command::cargo_bin("fleetsim")
         .unwrap()
-        .args([
-            "size",
-            path.to_str().unwrap(),
-            "--headroom",
-            &headroom.to_string(),
-            "--out",
-            out.to_str().unwrap(),
-        ])
+        .arg("size")
+        .arg(&path)
+        .args(args)
+        .arg("--out")
+        .arg(&out)
         .assert()
         .success();
     serde_json::from_str(&std::fs::read_to_string(out.join("size.json")).unwrap()).unwrap()
@@ -153,7 +161,7 @@ fn losing_a_rack_needs_the_load_carried_by_the_workers_outside_it() {
 /// `size` of `scenario(rate)` with an `[autoscaler]` whose replicas take `cold_start` to come up: the
 /// size.json value.
 fn size_autoscaled(t: &TempDir, rate: f64, cold_start: &str) -> serde_json::Value {
-    let path = t.path(&format!("auto-{cold_start}.toml"));
+    let name = format!("auto-{cold_start}");
     let text = scenario(rate)
         + &format!(
             r#"
@@ -167,23 +175,7 @@ weight_load = "0s"
 warmup = "{cold_start}"
 "#
         );
-    std::fs::write(&path, text).unwrap();
-    let out = t.path(&format!("out-auto-{cold_start}"));
-    Command::cargo_bin("fleetsim")
-        .unwrap()
-        .args([
-            "size",
-            path.to_str().unwrap(),
-            "--headroom",
-            "0",
-            "--max-workers",
-            "16",
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .assert()
-        .success();
-    serde_json::from_str(&std::fs::read_to_string(out.join("size.json")).unwrap()).unwrap()
+    size_of(t, &name, &text, &["--headroom", "0", "--max-workers", "16"])
 }
 
 /// (min, max, feasible) of every shape `size` judged.
@@ -289,23 +281,8 @@ enable_prefix_caching = false
         class("llama-3.1-8b", 2.5 * mu),
         class("qwen3-8b", 0.3 * mu),
     );
+    let v = size_of(&t, "two", &text, &["--headroom", "0"]);
     let path = t.path("two.toml");
-    std::fs::write(&path, text).unwrap();
-    let out = t.path("out-two");
-    Command::cargo_bin("fleetsim")
-        .unwrap()
-        .args([
-            "size",
-            path.to_str().unwrap(),
-            "--headroom",
-            "0",
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .assert()
-        .success();
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("size.json")).unwrap()).unwrap();
     let c = &v["candidates"][0];
     assert_eq!(c["workers"], 4, "{c:#}");
     assert_eq!(c["group_workers"], serde_json::json!([3, 1]), "{c:#}");
@@ -359,24 +336,8 @@ fn size_mixed(t: &TempDir, rate: f64, h100: f64, a100: f64) -> serde_json::Value
         "{}[[workers]]{a100_group}[workload]{tail}\n[prices]\nh100 = {h100}\na100 = {a100}\n",
         head.replace("count = 1", "count = 2")
     );
-    let path = t.path(&format!("mixed-{h100}-{a100}.toml"));
-    std::fs::write(&path, text).unwrap();
-    let out = t.path(&format!("out-mixed-{h100}-{a100}"));
-    Command::cargo_bin("fleetsim")
-        .unwrap()
-        .args([
-            "size",
-            path.to_str().unwrap(),
-            "--headroom",
-            "0",
-            "--max-workers",
-            "16",
-        ])
-        .args(["--out", out.to_str().unwrap()])
-        .assert()
-        .success();
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("size.json")).unwrap()).unwrap();
+    let name = format!("mixed-{h100}-{a100}");
+    let v = size_of(t, &name, &text, &["--headroom", "0", "--max-workers", "16"]);
     v["candidates"][0].clone()
 }
 
