@@ -319,8 +319,7 @@ impl Paired {
         }
         o.push('\n');
         for (k, lower_better) in METRICS {
-            let any = self.runs.iter().any(|r| r[k].n > 0);
-            if !any {
+            if self.runs.iter().all(|r| r[k].n == 0) {
                 continue;
             }
             let _ = write!(o, "| {k}{} |", if lower_better { " ↓" } else { " ↑" });

@@ -142,7 +142,7 @@ impl Sized {
         match (self.mix, e.shape.second) {
             (Some(p), Some(second)) => {
                 let h = f64::from(e.shape.decode) * p[0] + f64::from(second) * p[1];
-                (h, cost(h, 1, 1.0, tokens).1)
+                (h, crate::sizing::per_million(h, tokens))
             }
             _ => cost(self.usd_per_gpu_hour, self.c.tp, e.billed_workers(), tokens),
         }
@@ -470,6 +470,24 @@ fn search_aggregated(
     })
 }
 
+/// The answer `shape`, with the one-fewer shapes `fewer` judged for the record (the search may not
+/// have run them).
+fn confirmed(
+    shape: Shape,
+    fewer: Vec<Shape>,
+    non_monotone: bool,
+    eval: &dyn Fn(Shape) -> Result<bool, String>,
+) -> Result<Answer, String> {
+    for &f in &fewer {
+        eval(f)?;
+    }
+    Ok(Answer::Found {
+        shape,
+        fewer,
+        non_monotone,
+    })
+}
+
 /// A fleet of two GPU types: the cheapest pair of counts found on a staircase, priced at `prices`
 /// (dollars per worker-hour of the first and second group).
 ///
@@ -545,15 +563,7 @@ fn search_mixed(
     if b >= 1 && a + b > 1 {
         fewer.push(Shape::mixed(a, b - 1));
     }
-    for &f in &fewer {
-        // Judged for the record (the search may not have run this exact shape).
-        eval(f)?;
-    }
-    Ok(Answer::Found {
-        shape,
-        fewer,
-        non_monotone: false,
-    })
+    confirmed(shape, fewer, false, eval)
 }
 
 /// An autoscaled fleet: the cheapest (`min_replicas`, `max_replicas`) found on a staircase.
@@ -641,15 +651,7 @@ fn search_autoscaled(
     if min > 0 {
         fewer.push(Shape::autoscaled(min - 1, ceiling));
     }
-    for &f in &fewer {
-        // Judged for the record (the search may not have run this exact shape).
-        eval(f)?;
-    }
-    Ok(Answer::Found {
-        shape: best,
-        fewer,
-        non_monotone,
-    })
+    confirmed(best, fewer, non_monotone, eval)
 }
 
 /// A disaggregated fleet: for 1, 2, ... prefill workers, the fewest decode workers that pass (never more
@@ -691,22 +693,14 @@ fn search_disaggregated(
             max: Shape::disaggregated(1, max.saturating_sub(1).max(1)),
         });
     };
-    let mut fewer = Vec::new();
-    for f in [
+    let fewer = [
         Shape::disaggregated(shape.prefill - 1, shape.decode),
         Shape::disaggregated(shape.prefill, shape.decode - 1),
-    ] {
-        if f.prefill >= 1 && f.decode >= 1 {
-            // Judged for the record (the search may not have run this exact shape).
-            eval(f)?;
-            fewer.push(f);
-        }
-    }
-    Ok(Answer::Found {
-        shape,
-        fewer,
-        non_monotone: false,
-    })
+    ]
+    .into_iter()
+    .filter(|f| f.prefill >= 1 && f.decode >= 1)
+    .collect();
+    confirmed(shape, fewer, false, eval)
 }
 
 /// The candidate's latency floor: one run of its starting fleet with the traffic thinned to

@@ -148,19 +148,22 @@ impl Placement {
         }
     }
 
-    /// Requests outstanding on the routable copies of `model` that are serving (not swapping away),
-    /// by the gateway's view, and how many copies that is.
-    fn load_of(
+    /// Per model with a routable copy that is serving (not swapping away): the requests outstanding
+    /// on those copies, by the gateway's view, and how many copies that is.
+    fn loads(
         &self,
-        model: ModelId,
         snapshots: &[WorkerSnapshot],
         routable: &impl Fn(usize) -> bool,
-    ) -> (u64, u64) {
-        (0..self.resident.len())
-            .filter(|&v| self.resident[v] == model && self.swapping[v].is_none() && routable(v))
-            .fold((0, 0), |(o, c), v| {
-                (o + u64::from(snapshots[v].outstanding), c + 1)
-            })
+    ) -> Vec<(ModelId, u64, u64)> {
+        let mut loads: Vec<(ModelId, u64, u64)> = Vec::new();
+        for v in (0..self.resident.len()).filter(|&v| self.swapping[v].is_none() && routable(v)) {
+            let o = u64::from(snapshots[v].outstanding);
+            match loads.iter_mut().find(|l| l.0 == self.resident[v]) {
+                Some(l) => (l.1, l.2) = (l.1 + o, l.2 + 1),
+                None => loads.push((self.resident[v], o, 1)),
+            }
+        }
+        loads
     }
 
     /// A load-driven swap to `m` (`add_replica_when_outstanding = n`): when `m`'s copies carry `n` or
@@ -184,7 +187,14 @@ impl Placement {
         snapshots: &[WorkerSnapshot],
         routable: impl Fn(usize) -> bool,
     ) -> Option<usize> {
-        let (o_m, c_m) = self.load_of(m, snapshots, &routable);
+        let loads = self.loads(snapshots, &routable);
+        let load_of = |model: ModelId| {
+            loads
+                .iter()
+                .find(|l| l.0 == model)
+                .map_or((0, 0), |l| (l.1, l.2))
+        };
+        let (o_m, c_m) = load_of(m);
         if c_m == 0 || o_m < u64::from(n) * c_m {
             return None;
         }
@@ -198,7 +208,7 @@ impl Placement {
                     && routable(w)
             })
             .filter_map(|w| {
-                let (o_d, c_d) = self.load_of(self.resident[w], snapshots, &routable);
+                let (o_d, c_d) = load_of(self.resident[w]);
                 if c_d < 2 {
                     return None;
                 }

@@ -344,8 +344,9 @@ impl Evaluation {
         self.checks.iter().all(Check::passes)
     }
 
-    /// The workers paid for on average (of a mixed fleet: of both types): every worker of a fixed fleet; an autoscaled fleet's mean
-    /// replicas billed (replicas starting count: a cloud bills a node from when it is provisioned).
+    /// The workers paid for on average: every worker of a fixed fleet (of a mixed one, of both
+    /// types); an autoscaled fleet's mean replicas billed (replicas starting count: a cloud bills a
+    /// node from when it is provisioned).
     pub fn billed_workers(&self) -> f64 {
         match self.shape.min_replicas {
             Some(_) => self.replicas_mean.mean,
@@ -856,12 +857,16 @@ pub fn price(s: &Scenario, gpu: GpuId) -> Result<f64, String> {
 /// Fleet cost per hour and per million output tokens, for `workers` workers billed on average.
 pub fn cost(usd_per_gpu_hour: f64, tp: u32, workers: f64, output_tokens_per_s: f64) -> (f64, f64) {
     let per_hour = usd_per_gpu_hour * f64::from(tp) * workers;
-    let per_million = if output_tokens_per_s > 0.0 {
+    (per_hour, per_million(per_hour, output_tokens_per_s))
+}
+
+/// Dollars per million output tokens of a fleet costing `per_hour` (NaN without output).
+pub fn per_million(per_hour: f64, output_tokens_per_s: f64) -> f64 {
+    if output_tokens_per_s > 0.0 {
         per_hour / (output_tokens_per_s * 3600.0) * 1e6
     } else {
         f64::NAN
-    };
-    (per_hour, per_million)
+    }
 }
 
 /// Evaluations of one candidate, by count (the search's memory).

@@ -878,5 +878,6 @@ fn distinct_adapters<'a>(seqs: impl Iterator<Item = &'a Sequence>) -> Vec<u64> {
     }
     out
 }
+
 #[cfg(test)]
 mod tests;
