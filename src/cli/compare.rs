@@ -73,7 +73,7 @@ pub(super) fn compare(
             dir: &super::run::replication_dir(&o.dir.join(compare::folder_name(&c.label)), r),
             requests_csv: o.requests_csv,
         }
-        .request_sink()
+        .request_sink(c.scenario.as_deref().unwrap_or(&scenario))
         .map(Some),
         None => Ok(None),
     };

@@ -51,7 +51,7 @@ pub(super) fn run(
     let mut simulating = Instant::now();
     let prepare = |sim: &mut Simulation| {
         if let Some(o) = &out {
-            sim.stream_requests(o.request_sink()?);
+            sim.stream_requests(o.request_sink(&scenario)?);
         }
         sim.check_invariants_every_step(options.check_invariants);
         sim.step_by_step(options.step_by_step);
@@ -149,7 +149,7 @@ fn replicated(
                     dir: &dir,
                     requests_csv: o.requests_csv,
                 }
-                .request_sink()?;
+                .request_sink(s)?;
                 sim.stream_requests(sink);
             }
             sim.step_by_step(options.step_by_step);

@@ -1301,6 +1301,8 @@ impl Simulation {
             outcome,
             reason,
             class: r.class,
+            model: r.model,
+            adapter: r.adapter.map(|a| a.id),
         };
         self.note_model_finished(
             record.id,

@@ -139,6 +139,11 @@ pub struct RequestRecord {
     pub reason: Option<&'static str>,
     /// Index of the request's traffic class (0 without a mix); names live with the scenario.
     pub class: u16,
+    /// The model the request asked for (`None`: any worker's).
+    pub model: Option<crate::hardware::ModelId>,
+    /// The id of the LoRA adapter the request asked for (`None`: the base model); names live with
+    /// the scenario.
+    pub adapter: Option<u64>,
 }
 
 #[cfg(test)]
@@ -176,6 +181,8 @@ impl RequestRecord {
             outcome,
             reason: None,
             class: 0,
+            model: None,
+            adapter: None,
         }
     }
 }

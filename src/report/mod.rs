@@ -25,11 +25,12 @@ pub struct ResultsDir<'a> {
 }
 
 impl ResultsDir<'_> {
-    /// The sink that streams a run's requests into this folder's `requests.parquet` (and CSV).
-    pub fn request_sink(&self) -> Result<Box<dyn RequestSink>, String> {
+    /// The sink that streams a run of `scenario` into this folder's `requests.parquet` (and CSV).
+    pub fn request_sink(&self, scenario: &Scenario) -> Result<Box<dyn RequestSink>, String> {
         Ok(Box::new(requests::ParquetSink::create(
             self.dir,
             self.requests_csv,
+            requests::Labels::of(scenario),
         )?))
     }
 }

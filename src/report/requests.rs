@@ -20,7 +20,7 @@ use crate::metrics::requests::RequestSink;
 use crate::output::AtomicFile;
 
 /// Column names and types of `requests.parquet`, in order.
-pub const COLUMNS: [(&str, &str); 35] = [
+pub const COLUMNS: [(&str, &str); 38] = [
     ("request_id", "i64"),
     ("session_id", "i64"),
     ("turn", "i64"),
@@ -56,7 +56,54 @@ pub const COLUMNS: [(&str, &str); 35] = [
     ("preemptions", "i64"),
     ("retries", "i64"),
     ("session_reset", "bool"),
+    ("class", "str"),
+    ("model", "str"),
+    ("adapter", "str"),
 ];
+
+/// The names of what a [`RequestRecord`] holds as an index or an id: its traffic class and its LoRA
+/// adapter. Built from the scenario that ran, so that metrics need not know it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Labels {
+    /// Class names by index; empty without a traffic mix (the `class` column is then null).
+    pub classes: Vec<String>,
+    /// Adapter names by id, for every adapter the scenario's workload may ask for.
+    pub adapters: rustc_hash::FxHashMap<u64, String>,
+}
+
+impl Labels {
+    /// The classes and adapters of `s`'s workload (and of each class's traffic).
+    pub fn of(s: &crate::scenario::Scenario) -> Labels {
+        let classes = s.workload.class_list();
+        let sets = std::iter::once(&s.workload)
+            .chain(classes.iter().map(|c| &c.traffic))
+            .filter_map(|w| w.adapters.as_ref());
+        let mut adapters = rustc_hash::FxHashMap::default();
+        for set in sets {
+            for i in 0..set.count.0 {
+                adapters.insert(set.adapter(i).id, set.adapter_name(i));
+            }
+        }
+        Labels {
+            classes: classes.iter().map(|c| c.name.clone()).collect(),
+            adapters,
+        }
+    }
+
+    fn class(&self, r: &RequestRecord) -> Option<&str> {
+        self.classes.get(usize::from(r.class)).map(String::as_str)
+    }
+
+    /// The adapter's name; its id in hex should the scenario not name it.
+    fn adapter(&self, r: &RequestRecord) -> Option<String> {
+        r.adapter.map(|id| {
+            self.adapters
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| format!("{id:016x}"))
+        })
+    }
+}
 
 fn outcome(o: Outcome) -> &'static str {
     match o {
@@ -87,8 +134,9 @@ fn secs(t: u64) -> f64 {
     t as f64 / 1e9
 }
 
-/// One chunk of records as a data frame with the [`COLUMNS`] schema.
-pub fn frame(rows: &[RequestRecord]) -> PolarsResult<DataFrame> {
+/// One chunk of records as a data frame with the [`COLUMNS`] schema, classes and adapters named by
+/// `labels`.
+pub fn frame(rows: &[RequestRecord], labels: &Labels) -> PolarsResult<DataFrame> {
     let i64s = |f: &dyn Fn(&RequestRecord) -> i64| rows.iter().map(f).collect::<Vec<i64>>();
     let opt = |f: &dyn Fn(&RequestRecord) -> Option<i64>| {
         rows.iter().map(f).collect::<Vec<Option<i64>>>()
@@ -212,6 +260,20 @@ pub fn frame(rows: &[RequestRecord]) -> PolarsResult<DataFrame> {
             "session_reset".into(),
             rows.iter().map(|r| r.session_reset).collect::<Vec<_>>(),
         ),
+        Column::new(
+            "class".into(),
+            rows.iter().map(|r| labels.class(r)).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "model".into(),
+            rows.iter()
+                .map(|r| r.model.map(crate::hardware::ModelId::as_str))
+                .collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "adapter".into(),
+            rows.iter().map(|r| labels.adapter(r)).collect::<Vec<_>>(),
+        ),
     ];
     DataFrame::new(rows.len(), columns)
 }
@@ -239,6 +301,7 @@ pub struct ParquetSink {
     writer: polars::io::parquet::write::BatchedWriter<File>,
     csv: Option<(AtomicFile, bool)>,
     dest: PathBuf,
+    labels: Labels,
 }
 
 fn err(dest: &Path) -> impl Fn(PolarsError) -> String + '_ {
@@ -254,8 +317,9 @@ fn compression() -> ParquetCompression {
 }
 
 impl ParquetSink {
-    /// Starts `dir/requests.parquet` (and `dir/requests.csv` with `csv`).
-    pub fn create(dir: &Path, csv: bool) -> Result<Self, String> {
+    /// Starts `dir/requests.parquet` (and `dir/requests.csv` with `csv`), naming classes and adapters
+    /// by `labels`.
+    pub fn create(dir: &Path, csv: bool, labels: Labels) -> Result<Self, String> {
         let dest = dir.join("requests.parquet");
         let mut parquet = AtomicFile::create(&dest, &[]).map_err(|e| e.to_string())?;
         let file = parquet
@@ -282,13 +346,14 @@ impl ParquetSink {
             writer,
             csv,
             dest,
+            labels,
         })
     }
 }
 
 impl RequestSink for ParquetSink {
     fn write(&mut self, rows: &[RequestRecord]) -> Result<(), String> {
-        let mut df = frame(rows).map_err(err(&self.dest))?;
+        let mut df = frame(rows, &self.labels).map_err(err(&self.dest))?;
         self.writer.write_batch(&df).map_err(err(&self.dest))?;
         if let Some((file, header)) = &mut self.csv {
             csv_rows(&mut df, *header, file)
@@ -306,7 +371,7 @@ impl RequestSink for ParquetSink {
         if let Some((mut file, header)) = this.csv {
             if header {
                 // No request at all: the CSV still has its header.
-                let mut empty = frame(&[]).map_err(err(&this.dest))?;
+                let mut empty = frame(&[], &this.labels).map_err(err(&this.dest))?;
                 csv_rows(&mut empty, true, &mut file).map_err(|e| e.to_string())?;
             }
             file.commit().map_err(|e| e.to_string())?;

@@ -66,10 +66,15 @@ impl AdapterSpec {
         Ok(())
     }
 
+    /// The name of adapter `i`: `NAME-i`.
+    pub fn adapter_name(&self, i: u32) -> String {
+        format!("{}-{i}", self.name)
+    }
+
     /// The adapter named `NAME-i`.
     pub fn adapter(&self, i: u32) -> AdapterRef {
         AdapterRef {
-            id: fnv1a(format!("{}-{i}", self.name).as_bytes()),
+            id: fnv1a(self.adapter_name(i).as_bytes()),
             rank: self.rank.0,
         }
     }

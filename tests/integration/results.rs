@@ -314,6 +314,62 @@ fn run_writes_requests_parquet_that_agrees_with_the_summary() {
     }
 }
 
+fn strs(df: &DataFrame, name: &str) -> Vec<Option<String>> {
+    let ca = df.column(name).unwrap().str().unwrap();
+    (0..ca.len())
+        .map(|i| ca.get(i).map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn requests_name_their_class_model_and_adapter() {
+    let tmp = TempDir::new("results-labels");
+    let run = |scenario: &str, out: &str| {
+        let dir = tmp.path(out);
+        fleetsim()
+            .args(["run", "--quiet", "--set", "duration=\"20s\"", "--out"])
+            .arg(&dir)
+            .arg(scenario_path(scenario))
+            .assert()
+            .success();
+        check_requests(&dir)
+    };
+    // Five classes, each of one model (the class is named after it): every row names both, and they agree.
+    let df = run("multi-model-swap.toml", "models");
+    let (class, model) = (strs(&df, "class"), strs(&df, "model"));
+    assert!(df.height() > 100);
+    for (c, m) in class.iter().zip(&model) {
+        assert_eq!(c.as_deref().unwrap(), m.as_deref().unwrap());
+    }
+    let mut models: Vec<&str> = model.iter().map(|m| m.as_deref().unwrap()).collect();
+    models.sort_unstable();
+    models.dedup();
+    assert_eq!(models.len(), 5, "{models:?}");
+    assert!(strs(&df, "adapter").iter().all(Option::is_none));
+    // One workload asking for 40 adapters `tenant-0` ... `tenant-39`: no class, every row an adapter.
+    let df = run("lora-adapters.toml", "adapters");
+    assert!(strs(&df, "class").iter().all(Option::is_none));
+    let adapters = strs(&df, "adapter");
+    for a in &adapters {
+        let i: u32 = a
+            .as_deref()
+            .unwrap()
+            .strip_prefix("tenant-")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(i < 40);
+    }
+    // Zipf popularity: the most popular adapter is the first.
+    let count = |name: &str| {
+        adapters
+            .iter()
+            .filter(|a| a.as_deref() == Some(name))
+            .count()
+    };
+    assert!(count("tenant-0") > count("tenant-39"));
+}
+
 #[test]
 fn compare_writes_requests_parquet_per_policy_with_retried_requests() {
     let tmp = TempDir::new("results-compare");
