@@ -575,11 +575,14 @@ fn search_mixed(
 /// 2. Then each higher floor in turn, with the smallest ceiling that passes at most the last one, while
 ///    the floor alone (billed all the time) still costs less than the cheapest pair so far and stays
 ///    within the ceiling. A higher floor costs more in the troughs but starts fewer replicas cold in
-///    the ramps, so a tighter ceiling may pass with it.
+///    the ramps, so a tighter ceiling may pass with it. The climb stops as soon as the static fleet
+///    one replica under the last ceiling fails: an autoscaled fleet never holds more replicas than its
+///    ceiling, so no floor passes under that ceiling, and at the same ceiling a higher floor only keeps
+///    more replicas warm (billed replicas are assumed to grow with the floor there).
 ///
 /// The answer is the pair with the fewest replicas billed on average (the lower floor on a tie),
-/// reported with one replica fewer in each bound (judged: a lower floor may pass at a higher cost).
-/// Feasibility is assumed to grow with either bound.
+/// reported with one replica fewer in each bound, never below the scenario's floor (judged: a lower
+/// floor may pass at a higher cost). Feasibility is assumed to grow with either bound.
 fn search_autoscaled(
     auto: &crate::autoscale::AutoscalerSpec,
     max: u32,
@@ -631,6 +634,11 @@ fn search_autoscaled(
         if min > last.decode || f64::from(min) >= billed(best) {
             break;
         }
+        let under = last.decode - 1;
+        if under >= 1 && !eval(Shape::autoscaled(under, under))? {
+            // No fleet passes under this ceiling; a higher floor at it costs more.
+            break;
+        }
         let Outcome::Found { count } = smallest(min.max(1) - 1, last.decode, last.decode, |n| {
             eval(Shape::autoscaled(min, n))
         })?
@@ -648,7 +656,7 @@ fn search_autoscaled(
     if ceiling > min.max(1) {
         fewer.push(Shape::autoscaled(min, ceiling - 1));
     }
-    if min > 0 {
+    if min > floor {
         fewer.push(Shape::autoscaled(min - 1, ceiling));
     }
     confirmed(best, fewer, non_monotone, eval)
@@ -1317,5 +1325,103 @@ mod tests {
             }
         }
         assert_eq!(cases, 80);
+    }
+
+    /// A judged shape for the searches' record: one replication passing or failing, `billed` replicas.
+    fn judged(shape: Shape, pass: bool, billed: f64) -> Evaluation {
+        let none = crate::confidence::Estimate::of(&[]);
+        Evaluation {
+            count: shape.decode,
+            shape,
+            checks: vec![crate::sizing::Check {
+                slo: "goodput".into(),
+                class: None,
+                case: "no fault".into(),
+                estimate: crate::confidence::Estimate::of(&[if pass { 1.0 } else { 0.0 }]),
+                limit: 0.5,
+            }],
+            replications: 1,
+            runs: 1,
+            ttft_p95_ms: none,
+            tpot_p95_ms: none,
+            goodput: none,
+            output_tokens_per_s: none,
+            warmup_s: none,
+            replicas_mean: crate::confidence::Estimate::of(&[billed]),
+            unsteady: 0,
+            note: None,
+        }
+    }
+
+    #[test]
+    fn the_autoscaled_staircase_finds_the_fewest_billed_replicas_a_brute_force_finds() {
+        // A day whose peak needs `peak` replicas (no ceiling under it passes, whatever the floor), and
+        // whose ramps need `ramp` replicas warm: each one fewer on the floor needs one more of ceiling
+        // (started early, and billed while it starts). Billed replicas lie between the bounds: the
+        // floor all the time, and a `share` of the room above it.
+        let mut cases = 0;
+        for peak in [1, 3, 7] {
+            for ramp in [0, 2, 5, 9] {
+                for share in [0.1, 0.5, 0.9] {
+                    for floor in [0, 1, 2] {
+                        let passes = |m: u32, n: u32| n >= peak && n + m.min(ramp) >= peak + ramp;
+                        let billed = |m: u32, n: u32| f64::from(m) + share * f64::from(n - m);
+                        let max = 16;
+                        // The space searched: floors from the scenario's (or the ceiling, where
+                        // that is lower) up to the ceiling.
+                        let want = (0..=max)
+                            .flat_map(|m| (m.max(1)..=max).map(move |n| (m, n)))
+                            .filter(|&(m, n)| m >= floor.min(n) && passes(m, n))
+                            .map(|(m, n)| billed(m, n))
+                            .fold(f64::INFINITY, f64::min);
+                        let tried = std::sync::Mutex::new(Tried::new());
+                        let eval = |s: Shape| -> Result<bool, String> {
+                            let m = s.min_replicas.unwrap();
+                            let ok = passes(m, s.decode);
+                            tried
+                                .lock()
+                                .unwrap()
+                                .insert(s, judged(s, ok, billed(m, s.decode)));
+                            Ok(ok)
+                        };
+                        let auto: crate::autoscale::AutoscalerSpec = toml::from_str(&format!(
+                            "min_replicas = {floor}\nmax_replicas = 4\nmetric = \"concurrency\"\ntarget = 8.0"
+                        ))
+                        .unwrap();
+                        let what =
+                            format!("peak {peak}, ramp {ramp}, floor {floor}, share {share}");
+                        let found = search_autoscaled(&auto, max, &eval, &tried).unwrap();
+                        if !want.is_finite() {
+                            assert!(matches!(found, Answer::Infeasible { .. }), "{what}");
+                            continue;
+                        }
+                        let Answer::Found { shape, fewer, .. } = found else {
+                            panic!("{what}: infeasible, expected {want}");
+                        };
+                        let m = shape.min_replicas.unwrap();
+                        assert!(passes(m, shape.decode), "{what}: {shape}");
+                        assert!(m >= floor.min(shape.decode), "{what}: {shape}");
+                        assert!(
+                            (billed(m, shape.decode) - want).abs() < 1e-9,
+                            "{what}: {shape} bills {}, the cheapest {want}",
+                            billed(m, shape.decode)
+                        );
+                        assert!(
+                            fewer
+                                .iter()
+                                .all(|f| f.min_replicas.unwrap() >= floor.min(f.decode))
+                        );
+                        // A staircase, not the grid (about 150 pairs); where the peak alone sets
+                        // the ceiling, the static fleet under it failing ends the climb at once
+                        // (without that, up to 24 pairs).
+                        let runs = tried.lock().unwrap().len();
+                        let most = if ramp == 0 { 5 } else { 50 };
+                        assert!(runs <= most, "{what}: {runs} pairs judged");
+                        cases += 1;
+                    }
+                }
+            }
+        }
+        assert!(cases > 60, "{cases}");
     }
 }
