@@ -242,8 +242,17 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
             "session_affinity",
             "least_kv",
             "lora_affinity",
+            "llm_d",
         ][..],
     );
+    // Router replicas, each with its own state, fed at random or by session, sharing decisions or not.
+    let replicas = prop_oneof![
+        3 => Just(String::new()),
+        1 => Just("replicas = 3\n".to_string()),
+        1 => Just("replicas = 2\nspread = \"session\"\nsync = \"decisions\"\n".to_string()),
+        1 => Just("replicas = 2\nspread = \"round_robin\"\nsync = \"decisions\"\nsync_delay = \"0s\"\n".to_string()),
+    ];
+    let router = (router, replicas);
     let interconnect = prop_oneof![
         3 => Just(String::new()),
         1 => Just("\n[interconnect]\npeer_transfer = true\n".to_string()),
@@ -292,7 +301,7 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
                 if let Some((count, zipf, rank)) = adapters {
                     t += &format!("adapters = {{ count = {count}, zipf = {zipf}, rank = {rank} }}\n");
                 }
-                t += &format!("\n[router]\npolicy = \"{router}\"\n");
+                t += &format!("\n[router]\npolicy = \"{}\"\n{}", router.0, router.1);
                 t += &tiers;
                 t += &interconnect;
                 t += &scaler;

@@ -185,7 +185,7 @@ impl Simulation {
             outstanding,
         );
         if !self.workers[d].can_ever_fit(seq.request.prompt_tokens, seq.request.output_tokens) {
-            self.router.on_request_failed(id, d);
+            self.router.on_request_failed(self.now, id, d);
             self.finish_seq(
                 seq,
                 Some(d),

@@ -67,7 +67,7 @@ impl Simulation {
     /// A request in flight on `w` was lost with it (its stream broke): fail it, retry it from scratch,
     /// or migrate it, as the gateway is configured.
     pub(super) fn on_lost(&mut self, mut seq: Sequence, w: usize, reason: &'static str) {
-        self.router.on_request_failed(seq.request.id, w);
+        self.router.on_request_failed(self.now, seq.request.id, w);
         let (limit, max_len) = (
             self.gateway.spec.migration_limit,
             self.gateway.spec.migration_max_seq_len,
@@ -98,7 +98,7 @@ impl Simulation {
     }
 
     pub(super) fn on_connect_failed(&mut self, w: usize, seq: Sequence) {
-        self.router.on_request_failed(seq.request.id, w);
+        self.router.on_request_failed(self.now, seq.request.id, w);
         let reason = match self.truth[w] {
             Truth::Down(Symptom::Unreachable) => "connection timed out",
             _ => "connection refused",
@@ -113,7 +113,7 @@ impl Simulation {
         let Some(mut seq) = self.workers[w].remove(id) else {
             return;
         };
-        self.router.on_request_failed(id, w);
+        self.router.on_request_failed(self.now, id, w);
         seq.timeouts += 1;
         seq.restart_from_scratch();
         self.gateway_error(seq, Some(w), "timed out");
@@ -426,7 +426,7 @@ impl Simulation {
                 continue;
             };
             for seq in stranded {
-                self.router.on_request_failed(seq.request.id, w);
+                self.router.on_request_failed(self.now, seq.request.id, w);
                 self.finish_seq(seq, Some(w), Outcome::Failed, Some(reason));
             }
         }

@@ -960,7 +960,7 @@ impl Simulation {
         }
         self.prof.stop(Phase::Routing, t);
         if !self.workers[w].can_ever_fit(seq.request.prompt_tokens, seq.request.output_tokens) {
-            self.router.on_request_failed(seq.request.id, w);
+            self.router.on_request_failed(self.now, seq.request.id, w);
             self.finish_seq(
                 seq,
                 Some(w),
@@ -1376,6 +1376,7 @@ impl Simulation {
             policy: self.router.policy_name().to_string(),
             view: self.router.view_name().map(str::to_string),
             accuracy: self.router.accuracy.clone(),
+            replicas: self.router.replica_summary(),
         };
         let mut summary = Summary::build(
             &self.name,

@@ -314,6 +314,23 @@ pub struct RouterSummary {
     /// `oracle`, `events` or `approximate`; absent for policies that do not look at caches.
     pub view: Option<String>,
     pub accuracy: ViewAccuracy,
+    /// Several router replicas (`router.replicas` > 1): how many, and how they were fed and kept in
+    /// step; absent for one router.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<RouterReplicas>,
+}
+
+/// Router replicas behind a load balancer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouterReplicas {
+    pub count: u32,
+    /// `random`, `round_robin` or `session`.
+    pub spread: String,
+    /// `none` or `decisions`.
+    pub sync: String,
+    /// How late a replica learns another's decisions (`sync = "decisions"` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_delay_ms: Option<f64>,
 }
 
 /// Conversations (multi-turn sessions).

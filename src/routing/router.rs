@@ -44,61 +44,139 @@ pub struct DecisionRecord {
     pub outstanding: u32,
 }
 
-/// A policy with its knowledge of the fleet.
-pub struct Router {
-    spec: RouterSpec,
+/// One router instance: its policy's state, its cache picture, its random stream and its copy of the
+/// workers' load metrics. A [`Router`] with several replicas holds one per replica.
+struct Instance {
     policy: Box<dyn RoutingPolicy>,
     view: Option<CacheView>,
-    /// Leading prompt blocks the approximate view records per routed request (`None`: all).
-    indexed_blocks: Option<u32>,
-    block_size: u32,
     rng: SimRng,
     stale: Vec<WorkerSnapshot>,
     last_refresh: Option<SimTime>,
+    /// Several replicas: per worker, the requests in flight this replica knows of (those it routed,
+    /// and with `sync = "decisions"` those the others told it of): its own least-connections count.
+    outstanding: Vec<u32>,
+}
+
+impl Instance {
+    fn count(&mut self, worker: usize, delta: i32) {
+        if self.outstanding.len() <= worker {
+            self.outstanding.resize(worker + 1, 0);
+        }
+        let c = &mut self.outstanding[worker];
+        *c = c.saturating_add_signed(delta);
+    }
+}
+
+/// What one replica tells the others (`sync = "decisions"`).
+enum Message {
+    Routed {
+        request: Box<Request>,
+        worker: usize,
+        /// The prompt's full-block hashes, of which the view records the first `indexed`.
+        hashes: Vec<u64>,
+        indexed: usize,
+        overlap: u32,
+    },
+    FirstToken {
+        request: u64,
+        worker: usize,
+    },
+    Finished {
+        request: Box<Request>,
+        worker: usize,
+    },
+    Failed {
+        request: u64,
+        worker: usize,
+    },
+}
+
+/// The gateway's router: a policy with its knowledge of the fleet, as one instance or as several
+/// replicas behind a load balancer (`router.replicas`).
+///
+/// With several replicas, the load balancer gives each request to one ([`RouterSettings::spread`],
+/// a pure function of the request, so its retries pass the same replica); that replica decides, and
+/// the request's first token, end or failure is reported to it alone. Each replica's policy state
+/// (in-flight counts, sticky sessions, active blocks, trees of routed prompts) and approximate view
+/// hold only what it routed, unless `sync = "decisions"` relays every decision and every request's
+/// lifecycle to the others, each message arriving `sync_delay` later. Whatever every replica learns
+/// alike (KV events, workers going down, the fleet's description) reaches all of them at once.
+/// One replica behaves exactly as a router without replicas.
+///
+/// [`RouterSettings::spread`]: super::spec::RouterSettings::spread
+pub struct Router {
+    spec: RouterSpec,
+    instances: Vec<Instance>,
+    /// Leading prompt blocks the approximate view records per routed request (`None`: all).
+    indexed_blocks: Option<u32>,
+    block_size: u32,
     overlaps: Vec<u32>,
     /// Per worker, where the request about to be routed stands with its LoRA adapter (filled by the
     /// engine through [`Router::adapter_loads`] when the policy asks; empty otherwise).
     adapters: Vec<crate::lora::AdapterLoad>,
     /// Expected cached blocks on the worker chosen last (set by `route`, read by `record`).
     last_expected: u32,
+    /// The replica that made the last decision (set by `route`, read by `record`).
+    last_replica: usize,
+    /// Several replicas: the replica that routed each request in flight.
+    owner: rustc_hash::FxHashMap<u64, u32>,
+    /// Salt of the load balancer's draws.
+    spread_salt: u64,
+    /// `sync = "decisions"`: messages on their way, each with its sender and when it arrives (in order).
+    inbox: std::collections::VecDeque<(SimTime, usize, Message)>,
     pub accuracy: ViewAccuracy,
     pub log: Vec<DecisionRecord>,
 }
 
 impl Router {
     /// A router for a fleet whose workers hold `kv_blocks[w]` KV blocks of `block_size` tokens, drawing
-    /// from the `router` stream.
+    /// from the `router` stream (replica `r` > 0 from `router/replica/r`).
     pub fn new(spec: &RouterSpec, seed: u64, kv_blocks: &[u32], block_size: u32) -> Self {
-        let policy = spec.policy.build();
-        let view = policy.needs_cache_view().then(|| {
-            let s = &spec.settings;
-            let defaults: Vec<_> = kv_blocks
-                .iter()
-                .map(|&b| spec.policy.default_approx_memory(b, block_size))
-                .collect();
-            let capacity = match s.approx_capacity_blocks {
-                Some(c) => vec![c.0; kv_blocks.len()],
-                None => defaults.iter().map(|d| d.0).collect(),
+        let instance = |r: u32| {
+            let policy = spec.policy.build();
+            let view = policy.needs_cache_view().then(|| {
+                let s = &spec.settings;
+                let defaults: Vec<_> = kv_blocks
+                    .iter()
+                    .map(|&b| spec.policy.default_approx_memory(b, block_size))
+                    .collect();
+                let capacity = match s.approx_capacity_blocks {
+                    Some(c) => vec![c.0; kv_blocks.len()],
+                    None => defaults.iter().map(|d| d.0).collect(),
+                };
+                let prune = s
+                    .approx_prune_interval
+                    .or_else(|| defaults.first().and_then(|d| d.1));
+                CacheView::new(spec.view(), s.event_delay, s.approx_ttl, capacity)
+                    .with_prune_interval(prune)
+                    .with_owner(policy.needs_prefix_owner())
+            });
+            let rng = if r == 0 {
+                rng::stream(seed, "router")
+            } else {
+                rng::stream(seed, &format!("router/replica/{r}"))
             };
-            let prune = s
-                .approx_prune_interval
-                .or_else(|| defaults.first().and_then(|d| d.1));
-            CacheView::new(spec.view(), s.event_delay, s.approx_ttl, capacity)
-                .with_prune_interval(prune)
-                .with_owner(policy.needs_prefix_owner())
-        });
+            Instance {
+                policy,
+                view,
+                rng,
+                stale: Vec::new(),
+                last_refresh: None,
+                outstanding: Vec::new(),
+            }
+        };
         Router {
             spec: spec.clone(),
-            policy,
-            view,
+            instances: (0..spec.settings.replicas.0).map(instance).collect(),
             indexed_blocks: spec.policy.approx_indexed_blocks(block_size),
             block_size,
-            rng: rng::stream(seed, "router"),
-            stale: Vec::new(),
-            last_refresh: None,
             overlaps: Vec::new(),
             adapters: Vec::new(),
             last_expected: 0,
+            last_replica: 0,
+            owner: Default::default(),
+            spread_salt: rng::splitmix64(seed ^ 0x7370_7265_6164_0000),
+            inbox: Default::default(),
             accuracy: ViewAccuracy::default(),
             log: Vec::new(),
         }
@@ -106,29 +184,53 @@ impl Router {
 
     /// The policy's name.
     pub fn policy_name(&self) -> &'static str {
-        self.policy.name()
+        self.instances[0].policy.name()
     }
 
     /// The cache view's name, or `None` if the policy does not look at caches.
     pub fn view_name(&self) -> Option<&'static str> {
-        self.view.as_ref().map(|v| v.kind().as_str())
+        self.instances[0].view.as_ref().map(|v| v.kind().as_str())
+    }
+
+    /// The replicas for the summary: `None` for one router.
+    pub fn replica_summary(&self) -> Option<crate::metrics::summary::RouterReplicas> {
+        let s = &self.spec.settings;
+        (self.instances.len() > 1).then(|| crate::metrics::summary::RouterReplicas {
+            count: self.instances.len() as u32,
+            spread: s.spread.as_str().to_string(),
+            sync: s.sync.as_str().to_string(),
+            sync_delay_ms: (s.sync == super::spec::ReplicaSync::Decisions)
+                .then(|| s.sync_delay.as_millis_f64()),
+        })
     }
 
     /// Whether the cache view keeps its block → workers index ([`CacheView::with_owner`]); `None`
     /// without a view.
     pub fn view_keeps_index(&self) -> Option<bool> {
-        self.view.as_ref().map(CacheView::keeps_index)
+        self.instances[0].view.as_ref().map(CacheView::keeps_index)
     }
 
     /// Whether the workers' KV events should be recorded and passed to [`Router::on_kv_events`].
     pub fn wants_kv_events(&self) -> bool {
-        self.view.as_ref().is_some_and(CacheView::wants_kv_events)
+        self.instances[0]
+            .view
+            .as_ref()
+            .is_some_and(CacheView::wants_kv_events)
     }
 
-    /// Worker `w`'s cache events at `now`.
+    /// Worker `w`'s cache events at `now`: every replica subscribes to them.
     pub fn on_kv_events(&mut self, now: SimTime, w: usize, events: impl Iterator<Item = KvEvent>) {
-        if let Some(v) = &mut self.view {
-            v.on_kv_events(now, w, events);
+        if let [one] = self.instances.as_mut_slice() {
+            if let Some(v) = &mut one.view {
+                v.on_kv_events(now, w, events);
+            }
+            return;
+        }
+        let events: Vec<KvEvent> = events.collect();
+        for i in &mut self.instances {
+            if let Some(v) = &mut i.view {
+                v.on_kv_events(now, w, events.iter().copied());
+            }
         }
     }
 
@@ -146,23 +248,132 @@ impl Router {
 
     /// Whether the policy reads the workers' KV use ([`RoutingPolicy::reads_kv_usage`]).
     pub fn reads_kv_usage(&self) -> bool {
-        self.policy.reads_kv_usage()
+        self.instances[0].policy.reads_kv_usage()
     }
 
     /// Whether the policy wants [`Router::route_with`]'s `prefix_sources`.
     pub fn wants_prefix_sources(&self) -> bool {
-        self.policy.needs_prefix_sources()
+        self.instances[0].policy.needs_prefix_sources()
     }
 
     /// Whether the policy reads the workers' adapters ([`super::RoutingPolicy::needs_adapter_view`]).
     pub fn wants_adapter_view(&self) -> bool {
-        self.policy.needs_adapter_view()
+        self.instances[0].policy.needs_adapter_view()
     }
 
     /// The adapter view the next [`Router::route_with`] passes on, to be filled per worker (or left
     /// empty) by the caller.
     pub fn adapter_loads(&mut self) -> &mut Vec<crate::lora::AdapterLoad> {
         &mut self.adapters
+    }
+
+    /// The replica the load balancer gives `request` to.
+    fn replica_of(&self, request: &Request) -> usize {
+        let n = self.instances.len() as u64;
+        if n == 1 {
+            return 0;
+        }
+        let key = match self.spec.settings.spread {
+            super::spec::Spread::RoundRobin => return (request.id % n) as usize,
+            super::spec::Spread::Random => request.id,
+            super::spec::Spread::Session => request
+                .session
+                .map_or(request.id, |s| s.id ^ 0x5e55_1000_0000_0000),
+        };
+        (rng::splitmix64(key ^ self.spread_salt) % n) as usize
+    }
+
+    /// The replica that routed request `id` (and forgets it when `done`); `None` with several
+    /// replicas if none did (a request the gateway placed itself).
+    fn owner_of(&mut self, id: u64, done: bool) -> Option<usize> {
+        if self.instances.len() == 1 {
+            return Some(0);
+        }
+        let r = if done {
+            self.owner.remove(&id)
+        } else {
+            self.owner.get(&id).copied()
+        };
+        r.map(|r| r as usize)
+    }
+
+    /// The replica that routed request `id`, which is no longer in flight on `worker`: it forgets the
+    /// request and counts it out.
+    /// `None` with several replicas if none routed it (the gateway placed it itself): then no replica
+    /// hears of its end.
+    fn owned(&mut self, id: u64, worker: usize) -> Option<usize> {
+        let r = self.owner_of(id, true)?;
+        if self.instances.len() > 1 {
+            self.instances[r].count(worker, -1);
+        }
+        Some(r)
+    }
+
+    /// Hands every message due by `now` to every replica but its sender.
+    fn deliver(&mut self, now: SimTime) {
+        while self.inbox.front().is_some_and(|(at, _, _)| *at <= now) {
+            let (at, from, m) = self.inbox.pop_front().expect("checked");
+            for (r, i) in self.instances.iter_mut().enumerate() {
+                if r == from {
+                    continue;
+                }
+                match &m {
+                    Message::Routed {
+                        request,
+                        worker,
+                        hashes,
+                        indexed,
+                        overlap,
+                    } => {
+                        i.count(*worker, 1);
+                        if let Some(v) = &mut i.view {
+                            v.advance(at);
+                            v.on_routed(at, *worker, &hashes[..*indexed]);
+                        }
+                        i.policy.on_routed(&Routed {
+                            request,
+                            worker: *worker,
+                            prompt_hashes: hashes,
+                            overlap: *overlap,
+                            block_size: self.block_size,
+                            now: at,
+                        });
+                    }
+                    Message::FirstToken { request, worker } => {
+                        i.policy.on_first_token(*request, *worker);
+                        i.policy.on_observed(&Observation::FirstToken {
+                            request: *request,
+                            worker: *worker,
+                            at,
+                        });
+                    }
+                    Message::Finished { request, worker } => {
+                        i.count(*worker, -1);
+                        i.policy.on_finished(request, *worker);
+                        i.policy.on_observed(&Observation::Finished {
+                            request: request.id,
+                            worker: *worker,
+                            at,
+                            output_tokens: request.output_tokens,
+                        });
+                    }
+                    Message::Failed { request, worker } => {
+                        i.count(*worker, -1);
+                        i.policy.on_request_failed(*request, *worker);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends `m` from replica `from` to the others, when they share decisions.
+    fn broadcast(&mut self, now: SimTime, from: usize, m: impl FnOnce() -> Message) {
+        if self.instances.len() > 1
+            && self.spec.settings.sync == super::spec::ReplicaSync::Decisions
+        {
+            let at = now + self.spec.settings.sync_delay;
+            self.inbox.push_back((at, from, m()));
+        }
     }
 
     /// [`Router::route`], telling the policy where copies of the prompt's KV sit below the GPUs.
@@ -174,31 +385,52 @@ impl Router {
         fresh: &[WorkerSnapshot],
         prefix_sources: Option<&dyn super::PrefixSources>,
     ) -> Option<Decision> {
+        self.deliver(now);
+        let replica = self.replica_of(request);
+        let several = self.instances.len() > 1;
+        let i = &mut self.instances[replica];
         let interval = self.spec.settings.load_refresh;
-        let workers: &[WorkerSnapshot] = if interval.0 == 0 {
+        let workers: &[WorkerSnapshot] = if several {
+            // The workers' metrics as scraped (or fresh), with this replica's own in-flight counts.
+            let due = interval.0 == 0 || i.last_refresh.is_none_or(|t| now >= t + interval);
+            if due || i.stale.len() != fresh.len() {
+                i.stale.clear();
+                i.stale.extend_from_slice(fresh);
+                if interval.0 > 0 {
+                    i.last_refresh = Some(now);
+                }
+            }
+            i.outstanding
+                .resize(fresh.len().max(i.outstanding.len()), 0);
+            for ((s, f), own) in i.stale.iter_mut().zip(fresh).zip(&i.outstanding) {
+                s.up = f.up;
+                s.outstanding = *own;
+            }
+            &i.stale
+        } else if interval.0 == 0 {
             fresh
         } else {
-            let due = self.last_refresh.is_none_or(|t| now >= t + interval);
-            if due || self.stale.len() != fresh.len() {
-                self.stale.clear();
-                self.stale.extend_from_slice(fresh);
-                self.last_refresh = Some(now);
+            let due = i.last_refresh.is_none_or(|t| now >= t + interval);
+            if due || i.stale.len() != fresh.len() {
+                i.stale.clear();
+                i.stale.extend_from_slice(fresh);
+                i.last_refresh = Some(now);
             } else {
                 // Between refreshes only the gateway's own counts are current.
-                for (s, f) in self.stale.iter_mut().zip(fresh) {
+                for (s, f) in i.stale.iter_mut().zip(fresh) {
                     s.up = f.up;
                     s.outstanding = f.outstanding;
                 }
             }
-            &self.stale
+            &i.stale
         };
         self.overlaps.clear();
         let mut prefix_owner = None;
-        if let Some(v) = &mut self.view {
+        if let Some(v) = &mut i.view {
             v.advance(now);
             prefix_owner = v.overlaps_and_owner(prompt_hashes, &mut self.overlaps);
         }
-        let load_age = match self.last_refresh {
+        let load_age = match i.last_refresh {
             Some(t) if interval.0 > 0 => now - t,
             _ => SimDuration::ZERO,
         };
@@ -215,12 +447,13 @@ impl Router {
             prefix_sources,
             adapters: &self.adapters,
         };
-        let decision = self.policy.route(&input, &mut self.rng)?;
+        let decision = i.policy.route(&input, &mut i.rng)?;
         debug_assert!(
             fresh[decision.worker].up,
             "policy chose a worker believed down"
         );
         self.last_expected = self.overlaps.get(decision.worker).copied().unwrap_or(0);
+        self.last_replica = replica;
         Some(decision)
     }
 
@@ -236,9 +469,10 @@ impl Router {
         outstanding: u32,
     ) {
         let expected = self.last_expected;
+        let replica = self.last_replica;
         let a = &mut self.accuracy;
         a.decisions += 1;
-        if self.view.is_some() {
+        if self.instances[replica].view.is_some() {
             if expected > actual {
                 a.expected_hit_missing += 1;
                 a.expected_hit_missing_blocks += u64::from(expected - actual);
@@ -260,13 +494,18 @@ impl Router {
                 outstanding,
             });
         }
-        if let Some(v) = &mut self.view {
-            let n = self
-                .indexed_blocks
-                .map_or(prompt_hashes.len(), |n| prompt_hashes.len().min(n as usize));
-            v.on_routed(now, d.worker, &prompt_hashes[..n]);
+        if self.instances.len() > 1 {
+            self.owner.insert(request.id, replica as u32);
+            self.instances[replica].count(d.worker, 1);
         }
-        self.policy.on_routed(&Routed {
+        let indexed = self
+            .indexed_blocks
+            .map_or(prompt_hashes.len(), |n| prompt_hashes.len().min(n as usize));
+        let i = &mut self.instances[replica];
+        if let Some(v) = &mut i.view {
+            v.on_routed(now, d.worker, &prompt_hashes[..indexed]);
+        }
+        i.policy.on_routed(&Routed {
             request,
             worker: d.worker,
             prompt_hashes,
@@ -274,58 +513,89 @@ impl Router {
             block_size: self.block_size,
             now,
         });
+        self.broadcast(now, replica, || Message::Routed {
+            request: Box::new(request.clone()),
+            worker: d.worker,
+            hashes: prompt_hashes.to_vec(),
+            indexed,
+            overlap: expected,
+        });
     }
 
     /// Tells the policy what the gateway is configured with about the fleet (before the first request).
     pub fn set_fleet(&mut self, fleet: &FleetInfo) {
-        self.policy.on_fleet(fleet);
+        for i in &mut self.instances {
+            i.policy.on_fleet(fleet);
+        }
     }
 
     /// Worker `w` now runs the configuration `profile` describes (a model swap).
     pub fn set_worker_profile(&mut self, w: usize, profile: &super::WorkerProfile) {
-        self.policy.on_worker_profile(w, profile);
+        for i in &mut self.instances {
+            i.policy.on_worker_profile(w, profile);
+        }
     }
 
     /// The first token of `request` (an id) routed by this router came back from `worker` at `now`.
     pub fn on_first_token(&mut self, now: SimTime, request: u64, worker: usize) {
-        self.policy.on_first_token(request, worker);
-        self.policy.on_observed(&Observation::FirstToken {
+        let Some(r) = self.owner_of(request, false) else {
+            return;
+        };
+        let policy = &mut self.instances[r].policy;
+        policy.on_first_token(request, worker);
+        policy.on_observed(&Observation::FirstToken {
             request,
             worker,
             at: now,
         });
+        self.broadcast(now, r, || Message::FirstToken { request, worker });
     }
 
     /// Whether the router's cache picture is the workers' truth.
     pub fn is_oracle(&self) -> bool {
-        self.view
+        self.instances[0]
+            .view
             .as_ref()
             .is_some_and(|v| v.kind() == super::view::ViewKind::Oracle)
     }
 
     /// A request routed by this router finished on `worker` at `now`.
     pub fn on_finished(&mut self, now: SimTime, request: &Request, worker: usize) {
-        self.policy.on_finished(request, worker);
-        self.policy.on_observed(&Observation::Finished {
+        let Some(r) = self.owned(request.id, worker) else {
+            return;
+        };
+        let policy = &mut self.instances[r].policy;
+        policy.on_finished(request, worker);
+        policy.on_observed(&Observation::Finished {
             request: request.id,
             worker,
             at: now,
             output_tokens: request.output_tokens,
         });
+        self.broadcast(now, r, || Message::Finished {
+            request: Box::new(request.clone()),
+            worker,
+        });
     }
 
     /// A request routed to `worker` ended without finishing there (rejected after routing, lost in a
-    /// crash, abandoned).
-    pub fn on_request_failed(&mut self, request: u64, worker: usize) {
-        self.policy.on_request_failed(request, worker);
+    /// crash, abandoned) at `now`.
+    pub fn on_request_failed(&mut self, now: SimTime, request: u64, worker: usize) {
+        let Some(r) = self.owned(request, worker) else {
+            return;
+        };
+        self.instances[r].policy.on_request_failed(request, worker);
+        self.broadcast(now, r, || Message::Failed { request, worker });
     }
 
     /// `worker` went down: the policy's state about it and the cache view's picture of it are dropped
-    /// (a restarted worker starts with an empty cache).
+    /// (a restarted worker starts with an empty cache), in every replica.
     pub fn on_worker_down(&mut self, worker: usize) {
-        self.policy.on_worker_down(worker);
-        if let Some(v) = &mut self.view {
-            v.clear_worker(worker);
+        for i in &mut self.instances {
+            i.policy.on_worker_down(worker);
+            if let Some(v) = &mut i.view {
+                v.clear_worker(worker);
+            }
         }
     }
 }
@@ -414,6 +684,145 @@ mod tests {
             [0, 0],
             "nothing is expected cached anywhere"
         );
+    }
+
+    fn replicated(policy: &str, n: u32, spread: &str, sync: &str) -> Router {
+        let mut s = spec(policy);
+        s.settings.replicas = crate::config::PositiveInt(n);
+        s.settings.spread = toml::Value::String(spread.into()).try_into().unwrap();
+        s.settings.sync = toml::Value::String(sync.into()).try_into().unwrap();
+        Router::new(&s, 1, &[1000; 4], 16)
+    }
+
+    #[test]
+    fn one_replica_is_the_router_without_replicas() {
+        let ws = snapshots(&[0, 0, 0, 0]);
+        for policy in ["llm_d", "random", "round_robin", "sglang_cache_aware"] {
+            let mut plain = Router::new(&spec(policy), 1, &[1000; 4], 16);
+            let mut one = replicated(policy, 1, "session", "decisions");
+            for i in 0..50 {
+                let r = req(i, i % 7);
+                assert_eq!(
+                    send(&mut plain, &r, &ws),
+                    send(&mut one, &r, &ws),
+                    "{policy}"
+                );
+            }
+            assert!(one.replica_summary().is_none());
+        }
+    }
+
+    #[test]
+    fn the_load_balancer_spreads_by_id_in_turn_or_by_session() {
+        let r = |id: u64, session: Option<u64>| {
+            let mut x = req(id, id);
+            x.session = session.map(|s| crate::request::SessionRef { id: s, turn: 0 });
+            x
+        };
+        let rr = replicated("random", 3, "round_robin", "none");
+        assert_eq!(
+            (0..6)
+                .map(|i| rr.replica_of(&r(i, None)))
+                .collect::<Vec<_>>(),
+            [0, 1, 2, 0, 1, 2]
+        );
+        // Every turn of a conversation to one replica; the sessions over all of them.
+        let by_session = replicated("random", 4, "session", "none");
+        let mut seen = [false; 4];
+        for s in 0..40 {
+            let first = by_session.replica_of(&r(1000 + s, Some(s)));
+            for turn in 1..5 {
+                assert_eq!(
+                    by_session.replica_of(&r(2000 + 10 * s + turn, Some(s))),
+                    first
+                );
+            }
+            seen[first] = true;
+        }
+        assert_eq!(seen, [true; 4]);
+        // Random: the same request (its retries) always to the same replica; requests over all.
+        let random = replicated("random", 4, "random", "none");
+        let picks: Vec<usize> = (0..200).map(|i| random.replica_of(&r(i, None))).collect();
+        assert!((0..200).all(|i| random.replica_of(&r(i, None)) == picks[i as usize]));
+        for k in 0..4 {
+            let share = picks.iter().filter(|&&p| p == k).count();
+            assert!((30..=70).contains(&share), "replica {k}: {share} of 200");
+        }
+    }
+
+    /// A prefix routed by one replica is unknown to another unless decisions are shared; shared, it
+    /// is known once the message has arrived.
+    #[test]
+    fn a_replica_knows_another_replicas_routing_only_through_sync() {
+        let ws = snapshots(&[0, 0, 0, 0]);
+        let at = |ms: u64| SimTime(ms * 1_000_000);
+        let overlap_seen_by = |router: &mut Router, id: u64, now: SimTime| {
+            let mut r = req(id, 7);
+            r.arrival = now;
+            let hashes = r.prompt_block_hashes(16);
+            router.route(now, &r, &hashes, &ws).unwrap();
+            router.overlaps.iter().copied().max().unwrap()
+        };
+        for (sync, known_at_0ms, known_at_5ms) in [("none", 0, 0), ("decisions", 0, 20)] {
+            let mut router = replicated("llm_d", 2, "round_robin", sync);
+            // Request 0 goes through replica 0, which records its 20 blocks.
+            let mut first = req(0, 7);
+            first.arrival = at(0);
+            send(&mut router, &first, &ws);
+            // Request 1 (replica 1) at once: even a shared decision is still on its way (1 ms).
+            assert_eq!(
+                overlap_seen_by(&mut router, 1, at(0)),
+                known_at_0ms,
+                "{sync}"
+            );
+            // Request 3 (replica 1) 5 ms later.
+            assert_eq!(
+                overlap_seen_by(&mut router, 3, at(5)),
+                known_at_5ms,
+                "{sync}"
+            );
+            // Replica 0 knows its own decision either way.
+            assert_eq!(overlap_seen_by(&mut router, 2, at(5)), 20, "{sync}");
+        }
+    }
+
+    /// Each replica balances on the requests it routed itself (least connections per replica); with
+    /// shared decisions, on all of them.
+    #[test]
+    fn each_replica_counts_its_own_requests_in_flight() {
+        let ws = snapshots(&[0, 0, 0, 0]);
+        for sync in ["none", "decisions"] {
+            let mut router = replicated("least_outstanding", 2, "round_robin", sync);
+            // Replica 0 routes requests 0 and 2 (to workers 0 and 1).
+            let a = send(&mut router, &req(0, 1), &ws);
+            let b = send(&mut router, &req(2, 2), &ws);
+            assert_ne!(a, b);
+            let seen = |router: &Router, r: usize| {
+                let mut o = router.instances[r].outstanding.clone();
+                o.resize(4, 0);
+                o
+            };
+            assert_eq!(seen(&router, 0)[a] + seen(&router, 0)[b], 2);
+            // Replica 1 routes at 2 ms: the shared decisions (1 ms late) have arrived.
+            let mut r = req(1, 3);
+            r.arrival = SimTime(2_000_000);
+            let w = send(&mut router, &r, &ws);
+            let mut before = seen(&router, 1);
+            before[w] -= 1;
+            let mut want = [0u32; 4];
+            if sync == "decisions" {
+                want[a] = 1;
+                want[b] = 1;
+            }
+            assert_eq!(before, want, "{sync}");
+            // Its choice avoids what it knows to be busy.
+            if sync == "decisions" {
+                assert!(w != a && w != b);
+            }
+            // Request 0 finishes: replica 0 counts it out (and, shared, replica 1 too).
+            router.on_finished(SimTime(3_000_000), &req(0, 1), a);
+            assert_eq!(seen(&router, 0)[a], 0);
+        }
     }
 
     /// llm-d's approximate index records only the blocks its producer hashed: under v0.8 the first 256

@@ -250,10 +250,102 @@ pub struct RouterSettings {
     /// Write the first N decisions to `decisions.csv` (with `--out`).
     #[serde(default)]
     pub log_decisions: u32,
+    /// Router instances behind one L4 load balancer (llm-d EPP replicas, Dynamo frontends, SGLang
+    /// gateways), each with its own policy state and cache picture; 1: one router.
+    #[serde(default = "one_replica", skip_serializing_if = "is_one_replica")]
+    pub replicas: PositiveInt,
+    /// How the load balancer spreads requests over the replicas.
+    #[serde(default, skip_serializing_if = "Spread::is_default")]
+    pub spread: Spread,
+    /// What the replicas tell each other.
+    #[serde(default, skip_serializing_if = "ReplicaSync::is_default")]
+    pub sync: ReplicaSync,
+    /// How long a replica's message takes to reach the others (`sync = "decisions"`).
+    #[serde(
+        default = "default_sync_delay",
+        skip_serializing_if = "is_default_sync_delay"
+    )]
+    pub sync_delay: SimDuration,
+}
+
+/// How an L4 load balancer in front of several router replicas picks one for a request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Spread {
+    /// Each request to a replica drawn at random (kube-proxy's iptables mode, the Kubernetes default,
+    /// picks a Service endpoint at random per connection). The draw is keyed by the request's id, so
+    /// its retries pass the same replica.
+    #[default]
+    Random,
+    /// Request ids in turn (kube-proxy's IPVS mode, `rr`).
+    RoundRobin,
+    /// Every turn of a conversation to one replica, hashed on the session (a Service with
+    /// `sessionAffinity: ClientIP`, or a consistent-hash load balancer); a request outside any
+    /// conversation by its id.
+    Session,
+}
+
+impl Spread {
+    fn is_default(&self) -> bool {
+        *self == Spread::default()
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Spread::Random => "random",
+            Spread::RoundRobin => "round_robin",
+            Spread::Session => "session",
+        }
+    }
+}
+
+/// What router replicas share.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplicaSync {
+    /// Nothing: each replica knows the requests it routed itself (Dynamo without
+    /// `--router-replica-sync`, SGLang gateways without a mesh). KV events, where the view uses them,
+    /// reach every replica alike.
+    #[default]
+    None,
+    /// Every routing decision and every request's first token, end and failure reach the other
+    /// replicas after `sync_delay` (Dynamo's `--router-replica-sync`: active-sequence events and
+    /// predicted blocks published over NATS core messaging).
+    Decisions,
+}
+
+impl ReplicaSync {
+    fn is_default(&self) -> bool {
+        *self == ReplicaSync::default()
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplicaSync::None => "none",
+            ReplicaSync::Decisions => "decisions",
+        }
+    }
 }
 
 fn default_event_delay() -> SimDuration {
     SimDuration::from_millis(10)
+}
+
+fn one_replica() -> PositiveInt {
+    PositiveInt(1)
+}
+
+fn is_one_replica(n: &PositiveInt) -> bool {
+    n.0 == 1
+}
+
+/// One millisecond: a NATS core message within a cluster takes well under that **[estimate]**.
+fn default_sync_delay() -> SimDuration {
+    SimDuration::from_millis(1)
+}
+
+fn is_default_sync_delay(d: &SimDuration) -> bool {
+    *d == default_sync_delay()
 }
 
 impl Default for RouterSettings {
@@ -266,6 +358,10 @@ impl Default for RouterSettings {
             approx_prune_interval: None,
             load_refresh: SimDuration::ZERO,
             log_decisions: 0,
+            replicas: one_replica(),
+            spread: Spread::default(),
+            sync: ReplicaSync::default(),
+            sync_delay: default_sync_delay(),
         }
     }
 }
@@ -278,7 +374,7 @@ pub struct RouterSpec {
 }
 
 /// Keys of `[router]` that belong to the router rather than to the policy.
-const SETTINGS_KEYS: [&str; 7] = [
+const SETTINGS_KEYS: [&str; 11] = [
     "view",
     "event_delay",
     "approx_ttl",
@@ -286,6 +382,10 @@ const SETTINGS_KEYS: [&str; 7] = [
     "approx_prune_interval",
     "load_refresh",
     "log_decisions",
+    "replicas",
+    "spread",
+    "sync",
+    "sync_delay",
 ];
 
 impl RouterSpec {
