@@ -39,12 +39,17 @@ impl Contender {
     }
 }
 
-/// Crosses contenders with variants of the scenario: `variants` are (label, scenario) pairs, e.g.
-/// `gateway.session_state=worker` and the scenario loaded with that override. With one contender the
-/// variant's label alone names the run; with several, `policy variant`.
-pub fn cross(contenders: Vec<Contender>, variants: &[(String, Scenario)]) -> Vec<Contender> {
+/// Crosses contenders with variants of the scenario `base`: `variants` are (label, scenario) pairs,
+/// e.g. `gateway.session_state=worker` and the scenario loaded with that override. With one contender
+/// the variant's label alone names the run; with several, `policy variant`. A router setting the
+/// variant changes from `base` (`router.replicas=4`) applies to every contender's router.
+pub fn cross(
+    contenders: Vec<Contender>,
+    base: &Scenario,
+    variants: &[(String, Scenario)],
+) -> Result<Vec<Contender>, String> {
     if variants.is_empty() {
-        return contenders;
+        return Ok(contenders);
     }
     let single = contenders.len() == 1;
     let mut out = Vec::new();
@@ -56,12 +61,46 @@ pub fn cross(contenders: Vec<Contender>, variants: &[(String, Scenario)]) -> Vec
                 } else {
                     format!("{} {label}", c.label)
                 },
-                router: c.router.clone(),
+                router: with_settings_changed(&c.router, &base.router, &s.router)?,
                 scenario: Some(Box::new(s.clone())),
             });
         }
     }
-    out
+    Ok(out)
+}
+
+/// `router` with every router setting that `variant` sets differently from `base`.
+fn with_settings_changed(
+    router: &RouterSpec,
+    base: &RouterSpec,
+    variant: &RouterSpec,
+) -> Result<RouterSpec, String> {
+    if variant.settings == base.settings {
+        return Ok(router.clone());
+    }
+    let table = |s: &crate::routing::spec::RouterSettings| -> Result<toml::Table, String> {
+        match toml::Value::try_from(s).map_err(|e| e.to_string())? {
+            toml::Value::Table(t) => Ok(t),
+            _ => Err("router settings are not a table".into()),
+        }
+    };
+    let (from, to) = (table(&base.settings)?, table(&variant.settings)?);
+    let mut out = table(&router.settings)?;
+    for k in from.keys().chain(to.keys()) {
+        if from.get(k) != to.get(k) {
+            match to.get(k) {
+                Some(v) => out.insert(k.clone(), v.clone()),
+                None => out.remove(k),
+            };
+        }
+    }
+    let settings = toml::Value::Table(out)
+        .try_into()
+        .map_err(|e: toml::de::Error| e.message().trim().to_string())?;
+    Ok(RouterSpec {
+        policy: router.policy.clone(),
+        settings,
+    })
 }
 
 /// Resolves a `--policies` list against the scenario. Items are names of `[policies.NAME]` tables in the
@@ -532,6 +571,30 @@ event_delay = "5ms"
 policy = "session_affinity"
 ttl = "1m"
 "#;
+
+    #[test]
+    fn a_varied_router_setting_reaches_every_contender_and_their_own_settings_stay() {
+        let s = Scenario::parse(S, "t.toml", &[]).unwrap();
+        let c = resolve("round_robin, prefix_aware:event_delay=20ms", &s).unwrap();
+        let vary = |set: &str| {
+            (
+                set.to_string(),
+                Scenario::parse(S, "t.toml", &[set.to_string()]).unwrap(),
+            )
+        };
+        let crossed = cross(c, &s, &[vary("router.replicas=4"), vary("seed=3")]).unwrap();
+        let settings: Vec<_> = crossed
+            .iter()
+            .map(|c| (c.router.settings.replicas.0, c.router.settings.event_delay))
+            .collect();
+        let ms = crate::time::SimDuration::from_millis;
+        assert_eq!(
+            settings,
+            [(4, ms(5)), (1, ms(5)), (4, ms(20)), (1, ms(20))],
+            "the varied key changes, the contender's own key and the rest stay"
+        );
+        assert_eq!(crossed[2].router.policy.name(), "prefix_aware");
+    }
 
     #[test]
     fn resolves_names_tables_and_continued_parameters() {

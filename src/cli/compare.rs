@@ -61,7 +61,8 @@ pub(super) fn compare(
             variants.push((label, super::load_checked(path, &overrides, force)?));
         }
         anyhow::ensure!(!variants.is_empty(), "--vary {vary}: no values given");
-        contenders = compare::cross(contenders, &variants);
+        contenders =
+            compare::cross(contenders, &scenario, &variants).map_err(anyhow::Error::msg)?;
     }
     if let Some(o) = &out {
         output::prepare_results_dir(o.dir, &[path], force)?;

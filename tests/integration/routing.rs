@@ -339,3 +339,60 @@ fn lora_affinity_keeps_adapters_together_and_beats_round_robin_when_slots_are_sc
     assert!(aff.goodput.fraction > rr.goodput.fraction + 0.2);
     assert_eq!(aff.requests.rejected + rr.requests.rejected, 0);
 }
+
+/// Router replicas on `chat-sessions` (4 minutes): `compare --vary router.replicas=1,4` and
+/// `router.sync`, as `compare` crosses them with the policies.
+#[test]
+fn router_replicas_split_what_an_approximate_router_knows_unless_they_share_it() {
+    let load = |set: &[&str]| {
+        let mut s = vec!["duration=\"4m\"".to_string()];
+        s.extend(set.iter().map(|x| x.to_string()));
+        Scenario::load(&scenario_path("chat-sessions.toml"), &s).unwrap()
+    };
+    let base = load(&[]);
+    let contenders = compare::resolve("llm_d,llm_d_precise", &base).unwrap();
+    let variants: Vec<(String, Scenario)> = [
+        ("one", vec![]),
+        ("four", vec!["router.replicas=4"]),
+        (
+            "four by session",
+            vec!["router.replicas=4", "router.spread=\"session\""],
+        ),
+        (
+            "four sharing",
+            vec!["router.replicas=4", "router.sync=\"decisions\""],
+        ),
+    ]
+    .into_iter()
+    .map(|(label, set)| (label.to_string(), load(&set)))
+    .collect();
+    let crossed = compare::cross(contenders, &base, &variants).unwrap();
+    let out: Vec<Summary> = compare::run_all(&base, &crossed)
+        .unwrap()
+        .into_iter()
+        .map(|o| o.summary)
+        .collect();
+    let hit = |i: usize| out[i].prefix_cache.hit_rate;
+    let (one, four, by_session, sharing) = (hit(0), hit(1), hit(2), hit(3));
+    // llm_d's approximate index learns only from its own replica's decisions: with four replicas fed
+    // at random, a turn usually reaches a replica that never routed its conversation.
+    assert!(four < one - 0.2, "one {one}, four {four}");
+    // Fed by session, every turn meets the replica that knows it; sharing decisions, every replica
+    // knows them all.
+    assert!(
+        by_session > one - 0.05,
+        "one {one}, by session {by_session}"
+    );
+    assert!(sharing > one - 0.02, "one {one}, sharing {sharing}");
+    assert_eq!(out[1].router.replicas.as_ref().unwrap().count, 4);
+    assert!(out[0].router.replicas.is_none());
+    // llm_d_precise learns the caches from KV events, which reach every replica: the same hit rate.
+    for i in 5..8 {
+        assert!(
+            (hit(i) - hit(4)).abs() < 0.01,
+            "{} against {}",
+            hit(i),
+            hit(4)
+        );
+    }
+}
