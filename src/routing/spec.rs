@@ -348,6 +348,11 @@ fn is_default_sync_delay(d: &SimDuration) -> bool {
     *d == default_sync_delay()
 }
 
+impl RouterSettings {
+    /// Most router replicas: each holds its own policy state and cache picture.
+    pub const MAX_REPLICAS: u32 = 256;
+}
+
 impl Default for RouterSettings {
     fn default() -> Self {
         RouterSettings {
@@ -442,10 +447,34 @@ impl RouterSpec {
             }
         })?;
         policy.validate().map_err(|(k, m)| format!("`{k}`: {m}"))?;
-        let settings: RouterSettings = toml::Value::Table(settings)
-            .try_into()
-            .map_err(|e: toml::de::Error| e.message().trim().to_string())?;
-        Ok(RouterSpec { policy, settings })
+        let parse_settings = |t: toml::Table| -> Result<RouterSettings, String> {
+            toml::Value::Table(t)
+                .try_into()
+                .map_err(|e: toml::de::Error| e.message().trim().to_string())
+        };
+        let parsed = parse_settings(settings.clone()).map_err(|message| {
+            // A value its type refused: name the key, found as the one that alone fails that way.
+            let culprit = settings.keys().find(|k| {
+                let mut one = toml::Table::new();
+                one.insert((*k).clone(), settings[*k].clone());
+                parse_settings(one).err().as_ref() == Some(&message)
+            });
+            match culprit {
+                Some(k) if !message.contains(&format!("`{k}`")) => format!("`{k}`: {message}"),
+                _ => message,
+            }
+        })?;
+        if parsed.replicas.0 > RouterSettings::MAX_REPLICAS {
+            return Err(format!(
+                "`replicas`: at most {} router replicas, got {}",
+                RouterSettings::MAX_REPLICAS,
+                parsed.replicas.0
+            ));
+        }
+        Ok(RouterSpec {
+            policy,
+            settings: parsed,
+        })
     }
 }
 
