@@ -207,7 +207,7 @@ mod tests {
         let fixed = |t| LengthDist::Fixed {
             tokens: PositiveInt(t),
         };
-        RequestSampler::new(&fixed(100), &fixed(10), None)
+        RequestSampler::new(&fixed(100), &fixed(10), None, &crate::rng::from_u64(1))
     }
 
     fn off() -> FrontendSpec {

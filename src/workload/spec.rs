@@ -334,6 +334,15 @@ impl WorkloadSpec {
         )
     }
 
+    /// The shared prefix, checked (`shared_prefix.questions` against the other keys).
+    fn shared_prefix(&self) -> Result<Option<SharedPrefix>, Field> {
+        if let Some(p) = &self.shared_prefix {
+            p.validate()
+                .map_err(|(k, m)| at(&format!("shared_prefix.{k}"), m))?;
+        }
+        Ok(self.shared_prefix.clone())
+    }
+
     fn length(
         &self,
         spec: &Option<LengthSpec>,
@@ -369,7 +378,7 @@ impl WorkloadSpec {
             cv,
             prompt: self.length(&self.prompt, "prompt")?,
             output: self.length(&self.output, "output")?,
-            shared_prefix: self.shared_prefix.clone(),
+            shared_prefix: self.shared_prefix()?,
             curve: self.curve()?,
         })
     }
@@ -382,7 +391,7 @@ impl WorkloadSpec {
             requests: self.requests,
             prompt: self.length(&self.prompt, "prompt")?,
             output: self.length(&self.output, "output")?,
-            shared_prefix: self.shared_prefix.clone(),
+            shared_prefix: self.shared_prefix()?,
             frontend: self.frontend.unwrap_or_default(),
         })
     }
@@ -544,8 +553,12 @@ impl WorkloadSpec {
             }
             WorkloadKind::Concurrency => {
                 let cfg = self.closed_loop().map_err(field)?;
-                let sampler =
-                    RequestSampler::new(&cfg.prompt, &cfg.output, cfg.shared_prefix.as_ref());
+                let sampler = RequestSampler::new(
+                    &cfg.prompt,
+                    &cfg.output,
+                    cfg.shared_prefix.as_ref(),
+                    &stream(),
+                );
                 let cap = match (cfg.requests.map(|r| u64::from(r.0)), max_requests) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),

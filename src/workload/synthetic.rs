@@ -26,6 +26,61 @@ pub struct SharedPrefix {
     /// Fraction of requests that carry a shared prefix (default 1).
     #[serde(default = "Fraction::one")]
     pub fraction: Fraction,
+    /// Distinct questions per group: the prompts form a fixed pool of `groups × questions` (each its
+    /// group's prefix, then a question of `prompt` tokens drawn once), sent in one shuffled order and
+    /// then again in that order, so identical prompts come back, as inference-perf's `shared_prefix`
+    /// data generator sends them (kubernetes-sigs/inference-perf @ b6687e7,
+    /// `datagen/shared_prefix_datagen.py`: prompts built once, shuffled, cycled). Unset: every
+    /// request's question is its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub questions: Option<PositiveInt>,
+}
+
+impl SharedPrefix {
+    /// Most prompts in a question pool.
+    pub const MAX_POOL: u64 = 10_000_000;
+
+    /// Relations no single field's type checks: `Err((field, message))`.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let Some(q) = self.questions else {
+            return Ok(());
+        };
+        let pool = u64::from(self.groups.0) * u64::from(q.0);
+        if pool > Self::MAX_POOL {
+            return Err((
+                "questions".into(),
+                format!(
+                    "groups × questions is {pool}: at most {} prompts in a pool",
+                    Self::MAX_POOL
+                ),
+            ));
+        }
+        if self.fraction.0 < 1.0 {
+            return Err((
+                "questions".into(),
+                "a question pool sends every request with a prefix: leave `fraction` at 1".into(),
+            ));
+        }
+        if self.zipf.0 > 0.0 {
+            return Err((
+                "questions".into(),
+                "a question pool is cycled in one shuffled order, every prompt equally often: \
+                 leave `zipf` at 0"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The fixed prompts of a question pool ([`SharedPrefix::questions`]).
+#[derive(Clone, Debug)]
+struct QuestionPool {
+    questions: u32,
+    /// Pool entries (`group × questions + question`) in sending order.
+    order: Vec<u32>,
+    /// Each entry's question length, drawn once.
+    tokens: Vec<u32>,
 }
 
 /// Settings of the open-loop synthetic workloads (built from a scenario's `[workload]` table).
@@ -53,25 +108,63 @@ pub struct RequestSampler {
     prompt: LengthDist,
     output: LengthDist,
     prefix: Option<(SharedPrefix, Option<Zipf<f64>>)>,
+    pool: Option<QuestionPool>,
 }
 
 impl RequestSampler {
-    /// A sampler of `prompt` and `output` lengths with optional shared prefixes (validated).
-    pub fn new(prompt: &LengthDist, output: &LengthDist, shared: Option<&SharedPrefix>) -> Self {
+    /// A sampler of `prompt` and `output` lengths with optional shared prefixes (validated). A question
+    /// pool is built from a stream keyed by `rng`'s next draw (`rng` itself does not advance).
+    pub fn new(
+        prompt: &LengthDist,
+        output: &LengthDist,
+        shared: Option<&SharedPrefix>,
+        rng: &SimRng,
+    ) -> Self {
         let prefix = shared.cloned().map(|p| {
             let zipf = (p.zipf.0 > 0.0)
                 .then(|| Zipf::new(f64::from(p.groups.0), p.zipf.0).expect("validated zipf"));
             (p, zipf)
         });
+        let pool = shared.and_then(|p| {
+            let questions = p.questions?.0;
+            let key = rng.clone().random::<u64>();
+            let mut pool_rng = crate::rng::from_u64(splitmix64(key ^ fnv1a(b"question-pool")));
+            let n = p.groups.0 * questions;
+            let tokens = (0..n).map(|_| prompt.sample(&mut pool_rng)).collect();
+            let mut order: Vec<u32> = (0..n).collect();
+            rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut pool_rng);
+            Some(QuestionPool {
+                questions,
+                order,
+                tokens,
+            })
+        });
         RequestSampler {
             prompt: prompt.clone(),
             output: output.clone(),
             prefix,
+            pool,
         }
     }
 
-    /// Request `id` arriving at `at`, its content and lengths drawn from `rng`.
+    /// Request `id` arriving at `at`, its content and lengths drawn from `rng`. From a question pool,
+    /// request `id` sends the pool's `id`-th prompt in its order (cycled) and draws only its output.
     pub fn sample(&self, rng: &mut SimRng, id: u64, at: SimTime) -> Request {
+        if let (Some(pool), Some((p, _))) = (&self.pool, &self.prefix) {
+            let entry = pool.order[(id % pool.order.len() as u64) as usize];
+            let segments = vec![
+                Segment {
+                    content: OpenLoop::prefix_content(entry / pool.questions),
+                    tokens: p.tokens.0,
+                },
+                Segment {
+                    content: splitmix64(fnv1a(b"pool-question") ^ u64::from(entry)),
+                    tokens: pool.tokens[entry as usize],
+                },
+            ];
+            // The same prompt comes back: its text is not private to this request.
+            return Request::new(id, None, at, self.output.sample(rng), segments);
+        }
         let mut segments = Vec::with_capacity(2);
         if let Some((p, zipf)) = &self.prefix
             && rng.random::<f64>() < p.fraction.0
@@ -115,11 +208,13 @@ impl OpenLoop {
             Some(cv) => ArrivalProcess::gamma(cfg.rate.0, cv.0),
             None => ArrivalProcess::poisson(cfg.rate.0),
         };
+        let sampler =
+            RequestSampler::new(&cfg.prompt, &cfg.output, cfg.shared_prefix.as_ref(), &rng);
         OpenLoop {
             rng,
             process,
             curve: cfg.curve.clone(),
-            sampler: RequestSampler::new(&cfg.prompt, &cfg.output, cfg.shared_prefix.as_ref()),
+            sampler,
             clock: SimTime::ZERO,
             end,
             remaining: max_requests.unwrap_or(u64::MAX),
@@ -185,8 +280,80 @@ mod tests {
                 tokens: PositiveInt(64),
                 zipf: NonNegative(1.2),
                 fraction: Fraction(1.0),
+                questions: None,
             }),
             curve: None,
+        }
+    }
+
+    /// Requests `0..n` of a pool of 3 groups × 4 questions whose question lengths vary.
+    fn pooled(seed: u64, n: u64) -> Vec<Request> {
+        let mut c = cfg(50.0);
+        c.prompt = LengthDist::Uniform {
+            min: PositiveInt(10),
+            max: PositiveInt(1000),
+        };
+        c.shared_prefix = Some(SharedPrefix {
+            groups: PositiveInt(3),
+            tokens: PositiveInt(64),
+            zipf: NonNegative(0.0),
+            fraction: Fraction(1.0),
+            questions: Some(PositiveInt(4)),
+        });
+        let mut w = OpenLoop::new(&c, from_u64(seed), SimTime::MAX, Some(n));
+        std::iter::from_fn(|| w.next_arrival()).collect()
+    }
+
+    #[test]
+    fn a_question_pool_sends_each_prompt_once_per_round_in_one_shuffled_order() {
+        let rs = pooled(1, 36);
+        let prompt = |r: &Request| {
+            r.segments
+                .iter()
+                .map(|s| (s.content, s.tokens))
+                .collect::<Vec<_>>()
+        };
+        // The first round: 12 distinct prompts, 4 per group prefix, each prefix 64 tokens.
+        let mut first: Vec<_> = rs[..12].iter().map(prompt).collect();
+        first.sort_unstable();
+        first.dedup();
+        assert_eq!(first.len(), 12);
+        for g in 0..3 {
+            let with = rs[..12]
+                .iter()
+                .filter(|r| r.segments[0].content == OpenLoop::prefix_content(g))
+                .count();
+            assert_eq!(with, 4, "group {g}");
+        }
+        // Later rounds repeat the first, prompt for prompt, lengths included; the text is not
+        // private (the same prompt comes back).
+        for (i, r) in rs.iter().enumerate() {
+            assert_eq!(prompt(r), prompt(&rs[i % 12]), "request {i}");
+            assert!(!r.never_quoted);
+        }
+        // Another seed, another order.
+        let other: Vec<_> = pooled(2, 12).iter().map(prompt).collect();
+        assert_ne!(other, rs[..12].iter().map(prompt).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_question_pool_refuses_what_it_cannot_honour() {
+        let p = |zipf: f64, fraction: f64, groups: u32, questions: u32| SharedPrefix {
+            groups: PositiveInt(groups),
+            tokens: PositiveInt(64),
+            zipf: NonNegative(zipf),
+            fraction: Fraction(fraction),
+            questions: Some(PositiveInt(questions)),
+        };
+        assert!(p(0.0, 1.0, 150, 5).validate().is_ok());
+        for (bad, needle) in [
+            (p(1.1, 1.0, 150, 5), "zipf"),
+            (p(0.0, 0.5, 150, 5), "fraction"),
+            (p(0.0, 1.0, 100_000, 1_000), "at most"),
+        ] {
+            let (key, message) = bad.validate().unwrap_err();
+            assert_eq!(key, "questions");
+            assert!(message.contains(needle), "{message}");
         }
     }
 

@@ -117,6 +117,7 @@ const SCENARIO_EDITS: &[(&str, &str, &str, Expect)] = &[
     ("policy-param-typo", "policy = \"least_outstanding\"", "policy = \"prefix_aware\"\nload_weigth = 2", Fail(&["policy-param-typo.toml:21:", "load_weigth", "did you mean `load_weight`"])),
     ("policy-param-wrong-policy", "policy = \"least_outstanding\"", "policy = \"round_robin\"\nttl = \"5m\"", Fail(&["ttl"])),
     ("router-view", "policy = \"least_outstanding\"", "policy = \"prefix_aware\"\nview = \"psychic\"", Fail(&["view", "psychic"])),
+    ("question-pool-zipf", "rate = 5.0", "rate = 5.0\nshared_prefix = { groups = 4, tokens = 64, zipf = 1.1, questions = 3 }", Fail(&["question-pool-zipf.toml:", "shared_prefix.questions", "zipf"])),
     ("router-replicas-zero", "policy = \"least_outstanding\"", "policy = \"llm_d\"\nreplicas = 0", Fail(&["router-replicas-zero.toml:21:", "`replicas`", "at least 1"])),
     ("router-replicas-many", "policy = \"least_outstanding\"", "policy = \"llm_d\"\nreplicas = 5000", Fail(&["router-replicas-many.toml:21:", "`replicas`", "at most 256"])),
     ("router-spread", "policy = \"least_outstanding\"", "policy = \"llm_d\"\nreplicas = 2\nspread = \"sticky\"", Fail(&["router-spread.toml:22:", "`spread`", "sticky", "`session`"])),
