@@ -908,6 +908,16 @@ impl Summary {
                 a.expected_hit_missing, a.unexpected_hit, a.decisions
             );
         }
+        if let Some(r) = &self.router.replicas {
+            let delay = r
+                .sync_delay_ms
+                .map_or(String::new(), |ms| format!(", {ms} ms late"));
+            let _ = writeln!(
+                o,
+                "| router replicas | {} (spread {}, sync {}{delay}) |",
+                r.count, r.spread, r.sync
+            );
+        }
         if self.sessions.total > 0 {
             let _ = writeln!(
                 o,

@@ -386,6 +386,12 @@ fn router_replicas_split_what_an_approximate_router_knows_unless_they_share_it()
     assert!(sharing > one - 0.02, "one {one}, sharing {sharing}");
     assert_eq!(out[1].router.replicas.as_ref().unwrap().count, 4);
     assert!(out[0].router.replicas.is_none());
+    assert!(
+        out[3]
+            .to_markdown()
+            .contains("| router replicas | 4 (spread random, sync decisions, 1 ms late) |")
+    );
+    assert!(!out[0].to_markdown().contains("router replicas"));
     // llm_d_precise learns the caches from KV events, which reach every replica: the same hit rate.
     for i in 5..8 {
         assert!(
