@@ -58,6 +58,98 @@ struct Instance {
 }
 
 impl Instance {
+    /// Applies `h` at `at` to the policy and the view; with `counts` (several replicas), to the
+    /// replica's in-flight counts too.
+    fn hear(&mut self, h: Heard, at: SimTime, block_size: u32, counts: bool) {
+        match h {
+            Heard::Routed {
+                request,
+                worker,
+                hashes,
+                indexed,
+                overlap,
+            } => {
+                if counts {
+                    self.count(worker, 1);
+                }
+                if let Some(v) = &mut self.view {
+                    v.on_routed(at, worker, &hashes[..indexed]);
+                }
+                self.policy.on_routed(&Routed {
+                    request,
+                    worker,
+                    prompt_hashes: hashes,
+                    overlap,
+                    block_size,
+                    now: at,
+                });
+            }
+            Heard::FirstToken { request, worker } => {
+                self.policy.on_first_token(request, worker);
+                self.policy.on_observed(&Observation::FirstToken {
+                    request,
+                    worker,
+                    at,
+                });
+            }
+            Heard::Finished { request, worker } => {
+                if counts {
+                    self.count(worker, -1);
+                }
+                self.policy.on_finished(request, worker);
+                self.policy.on_observed(&Observation::Finished {
+                    request: request.id,
+                    worker,
+                    at,
+                    output_tokens: request.output_tokens,
+                });
+            }
+            Heard::Failed { request, worker } => {
+                if counts {
+                    self.count(worker, -1);
+                }
+                self.policy.on_request_failed(request, worker);
+            }
+        }
+    }
+
+    /// Brings this instance's copy of the workers' load up to `now`: the workers' metrics as last
+    /// scraped (at most `interval` ago), with whether each is up and its requests in flight current:
+    /// the gateway's counts, or with `own_counts` (several replicas) this replica's own. Returns
+    /// whether routing reads that copy (`stale`) rather than `fresh`.
+    fn refresh_load(
+        &mut self,
+        fresh: &[WorkerSnapshot],
+        now: SimTime,
+        interval: SimDuration,
+        own_counts: bool,
+    ) -> bool {
+        if interval.0 == 0 && !own_counts {
+            return false;
+        }
+        let due = interval.0 == 0 || self.last_refresh.is_none_or(|t| now >= t + interval);
+        if due || self.stale.len() != fresh.len() {
+            self.stale.clear();
+            self.stale.extend_from_slice(fresh);
+            if interval.0 > 0 {
+                self.last_refresh = Some(now);
+            }
+        }
+        if own_counts {
+            self.outstanding
+                .resize(fresh.len().max(self.outstanding.len()), 0);
+        }
+        for (w, (s, f)) in self.stale.iter_mut().zip(fresh).enumerate() {
+            s.up = f.up;
+            s.outstanding = if own_counts {
+                self.outstanding[w]
+            } else {
+                f.outstanding
+            };
+        }
+        true
+    }
+
     fn count(&mut self, worker: usize, delta: i32) {
         if self.outstanding.len() <= worker {
             self.outstanding.resize(worker + 1, 0);
@@ -67,12 +159,37 @@ impl Instance {
     }
 }
 
-/// What one replica tells the others (`sync = "decisions"`).
+/// Something that happened to a request a replica routed: the replica hears it at once, and with
+/// `sync = "decisions"` the others hear it `sync_delay` later (as a [`Message`]).
+#[derive(Clone, Copy)]
+enum Heard<'a> {
+    Routed {
+        request: &'a Request,
+        worker: usize,
+        /// The prompt's full-block hashes, of which the view records the first `indexed`.
+        hashes: &'a [u64],
+        indexed: usize,
+        overlap: u32,
+    },
+    FirstToken {
+        request: u64,
+        worker: usize,
+    },
+    Finished {
+        request: &'a Request,
+        worker: usize,
+    },
+    Failed {
+        request: u64,
+        worker: usize,
+    },
+}
+
+/// A [`Heard`] on its way to the other replicas, owning its request and prompt hashes.
 enum Message {
     Routed {
         request: Box<Request>,
         worker: usize,
-        /// The prompt's full-block hashes, of which the view records the first `indexed`.
         hashes: Vec<u64>,
         indexed: usize,
         overlap: u32,
@@ -89,6 +206,56 @@ enum Message {
         request: u64,
         worker: usize,
     },
+}
+
+impl Message {
+    fn of(h: Heard) -> Message {
+        match h {
+            Heard::Routed {
+                request,
+                worker,
+                hashes,
+                indexed,
+                overlap,
+            } => Message::Routed {
+                request: Box::new(request.clone()),
+                worker,
+                hashes: hashes.to_vec(),
+                indexed,
+                overlap,
+            },
+            Heard::FirstToken { request, worker } => Message::FirstToken { request, worker },
+            Heard::Finished { request, worker } => Message::Finished {
+                request: Box::new(request.clone()),
+                worker,
+            },
+            Heard::Failed { request, worker } => Message::Failed { request, worker },
+        }
+    }
+
+    fn heard(&self) -> Heard<'_> {
+        match self {
+            Message::Routed {
+                request,
+                worker,
+                hashes,
+                indexed,
+                overlap,
+            } => Heard::Routed {
+                request,
+                worker: *worker,
+                hashes,
+                indexed: *indexed,
+                overlap: *overlap,
+            },
+            &Message::FirstToken { request, worker } => Heard::FirstToken { request, worker },
+            Message::Finished { request, worker } => Heard::Finished {
+                request,
+                worker: *worker,
+            },
+            &Message::Failed { request, worker } => Heard::Failed { request, worker },
+        }
+    }
 }
 
 /// The gateway's router: a policy with its knowledge of the fleet, as one instance or as several
@@ -283,30 +450,13 @@ impl Router {
         (rng::splitmix64(key ^ self.spread_salt) % n) as usize
     }
 
-    /// The replica that routed request `id` (and forgets it when `done`); `None` with several
-    /// replicas if none did (a request the gateway placed itself).
-    fn owner_of(&mut self, id: u64, done: bool) -> Option<usize> {
+    /// The replica that routed request `id`; `None` with several replicas if none did (a request the
+    /// gateway placed itself: no replica hears of it).
+    fn owner_of(&self, id: u64) -> Option<usize> {
         if self.instances.len() == 1 {
             return Some(0);
         }
-        let r = if done {
-            self.owner.remove(&id)
-        } else {
-            self.owner.get(&id).copied()
-        };
-        r.map(|r| r as usize)
-    }
-
-    /// The replica that routed request `id`, which is no longer in flight on `worker`: it forgets the
-    /// request and counts it out.
-    /// `None` with several replicas if none routed it (the gateway placed it itself): then no replica
-    /// hears of its end.
-    fn owned(&mut self, id: u64, worker: usize) -> Option<usize> {
-        let r = self.owner_of(id, true)?;
-        if self.instances.len() > 1 {
-            self.instances[r].count(worker, -1);
-        }
-        Some(r)
+        self.owner.get(&id).map(|&r| r as usize)
     }
 
     /// Hands every message due by `now` to every replica but its sender.
@@ -317,62 +467,21 @@ impl Router {
                 if r == from {
                     continue;
                 }
-                match &m {
-                    Message::Routed {
-                        request,
-                        worker,
-                        hashes,
-                        indexed,
-                        overlap,
-                    } => {
-                        i.count(*worker, 1);
-                        if let Some(v) = &mut i.view {
-                            v.advance(at);
-                            v.on_routed(at, *worker, &hashes[..*indexed]);
-                        }
-                        i.policy.on_routed(&Routed {
-                            request,
-                            worker: *worker,
-                            prompt_hashes: hashes,
-                            overlap: *overlap,
-                            block_size: self.block_size,
-                            now: at,
-                        });
-                    }
-                    Message::FirstToken { request, worker } => {
-                        i.policy.on_first_token(*request, *worker);
-                        i.policy.on_observed(&Observation::FirstToken {
-                            request: *request,
-                            worker: *worker,
-                            at,
-                        });
-                    }
-                    Message::Finished { request, worker } => {
-                        i.count(*worker, -1);
-                        i.policy.on_finished(request, *worker);
-                        i.policy.on_observed(&Observation::Finished {
-                            request: request.id,
-                            worker: *worker,
-                            at,
-                            output_tokens: request.output_tokens,
-                        });
-                    }
-                    Message::Failed { request, worker } => {
-                        i.count(*worker, -1);
-                        i.policy.on_request_failed(*request, *worker);
-                    }
+                if let Some(v) = &mut i.view {
+                    v.advance(at);
                 }
+                i.hear(m.heard(), at, self.block_size, true);
             }
         }
     }
 
-    /// Sends `m` from replica `from` to the others, when they share decisions.
-    fn broadcast(&mut self, now: SimTime, from: usize, m: impl FnOnce() -> Message) {
-        if self.instances.len() > 1
-            && self.spec.settings.sync == super::spec::ReplicaSync::Decisions
-        {
+    /// Replica `r` hears `h` at `now`; with shared decisions, the others will hear it too.
+    fn tell(&mut self, now: SimTime, r: usize, h: Heard) {
+        let several = self.instances.len() > 1;
+        self.instances[r].hear(h, now, self.block_size, several);
+        if several && self.spec.settings.sync == super::spec::ReplicaSync::Decisions {
             let at = now + self.spec.settings.sync_delay;
-            self.inbox.push_back((at, from, m()));
+            self.inbox.push_back((at, r, Message::of(h)));
         }
     }
 
@@ -390,39 +499,10 @@ impl Router {
         let several = self.instances.len() > 1;
         let i = &mut self.instances[replica];
         let interval = self.spec.settings.load_refresh;
-        let workers: &[WorkerSnapshot] = if several {
-            // The workers' metrics as scraped (or fresh), with this replica's own in-flight counts.
-            let due = interval.0 == 0 || i.last_refresh.is_none_or(|t| now >= t + interval);
-            if due || i.stale.len() != fresh.len() {
-                i.stale.clear();
-                i.stale.extend_from_slice(fresh);
-                if interval.0 > 0 {
-                    i.last_refresh = Some(now);
-                }
-            }
-            i.outstanding
-                .resize(fresh.len().max(i.outstanding.len()), 0);
-            for ((s, f), own) in i.stale.iter_mut().zip(fresh).zip(&i.outstanding) {
-                s.up = f.up;
-                s.outstanding = *own;
-            }
+        let workers: &[WorkerSnapshot] = if i.refresh_load(fresh, now, interval, several) {
             &i.stale
-        } else if interval.0 == 0 {
-            fresh
         } else {
-            let due = i.last_refresh.is_none_or(|t| now >= t + interval);
-            if due || i.stale.len() != fresh.len() {
-                i.stale.clear();
-                i.stale.extend_from_slice(fresh);
-                i.last_refresh = Some(now);
-            } else {
-                // Between refreshes only the gateway's own counts are current.
-                for (s, f) in i.stale.iter_mut().zip(fresh) {
-                    s.up = f.up;
-                    s.outstanding = f.outstanding;
-                }
-            }
-            &i.stale
+            fresh
         };
         self.overlaps.clear();
         let mut prefix_owner = None;
@@ -496,30 +576,21 @@ impl Router {
         }
         if self.instances.len() > 1 {
             self.owner.insert(request.id, replica as u32);
-            self.instances[replica].count(d.worker, 1);
         }
         let indexed = self
             .indexed_blocks
             .map_or(prompt_hashes.len(), |n| prompt_hashes.len().min(n as usize));
-        let i = &mut self.instances[replica];
-        if let Some(v) = &mut i.view {
-            v.on_routed(now, d.worker, &prompt_hashes[..indexed]);
-        }
-        i.policy.on_routed(&Routed {
-            request,
-            worker: d.worker,
-            prompt_hashes,
-            overlap: expected,
-            block_size: self.block_size,
+        self.tell(
             now,
-        });
-        self.broadcast(now, replica, || Message::Routed {
-            request: Box::new(request.clone()),
-            worker: d.worker,
-            hashes: prompt_hashes.to_vec(),
-            indexed,
-            overlap: expected,
-        });
+            replica,
+            Heard::Routed {
+                request,
+                worker: d.worker,
+                hashes: prompt_hashes,
+                indexed,
+                overlap: expected,
+            },
+        );
     }
 
     /// Tells the policy what the gateway is configured with about the fleet (before the first request).
@@ -538,17 +609,9 @@ impl Router {
 
     /// The first token of `request` (an id) routed by this router came back from `worker` at `now`.
     pub fn on_first_token(&mut self, now: SimTime, request: u64, worker: usize) {
-        let Some(r) = self.owner_of(request, false) else {
-            return;
-        };
-        let policy = &mut self.instances[r].policy;
-        policy.on_first_token(request, worker);
-        policy.on_observed(&Observation::FirstToken {
-            request,
-            worker,
-            at: now,
-        });
-        self.broadcast(now, r, || Message::FirstToken { request, worker });
+        if let Some(r) = self.owner_of(request) {
+            self.tell(now, r, Heard::FirstToken { request, worker });
+        }
     }
 
     /// Whether the router's cache picture is the workers' truth.
@@ -561,31 +624,19 @@ impl Router {
 
     /// A request routed by this router finished on `worker` at `now`.
     pub fn on_finished(&mut self, now: SimTime, request: &Request, worker: usize) {
-        let Some(r) = self.owned(request.id, worker) else {
-            return;
-        };
-        let policy = &mut self.instances[r].policy;
-        policy.on_finished(request, worker);
-        policy.on_observed(&Observation::Finished {
-            request: request.id,
-            worker,
-            at: now,
-            output_tokens: request.output_tokens,
-        });
-        self.broadcast(now, r, || Message::Finished {
-            request: Box::new(request.clone()),
-            worker,
-        });
+        if let Some(r) = self.owner_of(request.id) {
+            self.owner.remove(&request.id);
+            self.tell(now, r, Heard::Finished { request, worker });
+        }
     }
 
     /// A request routed to `worker` ended without finishing there (rejected after routing, lost in a
     /// crash, abandoned) at `now`.
     pub fn on_request_failed(&mut self, now: SimTime, request: u64, worker: usize) {
-        let Some(r) = self.owned(request, worker) else {
-            return;
-        };
-        self.instances[r].policy.on_request_failed(request, worker);
-        self.broadcast(now, r, || Message::Failed { request, worker });
+        if let Some(r) = self.owner_of(request) {
+            self.owner.remove(&request);
+            self.tell(now, r, Heard::Failed { request, worker });
+        }
     }
 
     /// `worker` went down: the policy's state about it and the cache view's picture of it are dropped
