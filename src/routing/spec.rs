@@ -412,12 +412,7 @@ impl RouterSpec {
         if !table.contains_key("policy") {
             return Err("missing field `policy`".into());
         }
-        let parse = |t: toml::Table| -> Result<PolicyConfig, String> {
-            toml::Value::Table(t)
-                .try_into()
-                .map_err(|e: toml::de::Error| e.message().trim().to_string())
-        };
-        let policy = parse(table.clone()).map_err(|message| {
+        let policy = from_table::<PolicyConfig>(table.clone()).map_err(|message| {
             let name = table
                 .get("policy")
                 .and_then(toml::Value::as_str)
@@ -435,31 +430,15 @@ impl RouterSpec {
             }
             // A value the parameter's type refused: name the key, found as the one that alone fails
             // the same way.
-            let culprit = table.keys().filter(|k| *k != "policy").find(|k| {
-                let mut one = toml::Table::new();
-                one.insert("policy".into(), table["policy"].clone());
-                one.insert((*k).clone(), table[*k].clone());
-                parse(one).err().as_ref() == Some(&message)
-            });
-            match culprit {
+            match lone_culprit::<PolicyConfig>(&table, &["policy"], &message) {
                 Some(k) => format!("`{k}`: {message}"),
                 None => message,
             }
         })?;
         policy.validate().map_err(|(k, m)| format!("`{k}`: {m}"))?;
-        let parse_settings = |t: toml::Table| -> Result<RouterSettings, String> {
-            toml::Value::Table(t)
-                .try_into()
-                .map_err(|e: toml::de::Error| e.message().trim().to_string())
-        };
-        let parsed = parse_settings(settings.clone()).map_err(|message| {
-            // A value its type refused: name the key, found as the one that alone fails that way.
-            let culprit = settings.keys().find(|k| {
-                let mut one = toml::Table::new();
-                one.insert((*k).clone(), settings[*k].clone());
-                parse_settings(one).err().as_ref() == Some(&message)
-            });
-            match culprit {
+        let parsed = from_table::<RouterSettings>(settings.clone()).map_err(|message| {
+            // A value its type refused: name the key.
+            match lone_culprit::<RouterSettings>(&settings, &[], &message) {
                 Some(k) if !message.contains(&format!("`{k}`")) => format!("`{k}`: {message}"),
                 _ => message,
             }
@@ -476,6 +455,33 @@ impl RouterSpec {
             settings: parsed,
         })
     }
+}
+
+/// `table` read as a `T`, or the deserialiser's message.
+fn from_table<T: serde::de::DeserializeOwned>(table: toml::Table) -> Result<T, String> {
+    toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| e.message().trim().to_string())
+}
+
+/// The key of `table` that, alone with the keys `with`, fails to read as a `T` with `message`: the
+/// value the whole table's `message` is about.
+fn lone_culprit<'a, T: serde::de::DeserializeOwned>(
+    table: &'a toml::Table,
+    with: &[&str],
+    message: &str,
+) -> Option<&'a String> {
+    table
+        .keys()
+        .filter(|k| !with.contains(&k.as_str()))
+        .find(|k| {
+            let mut one: toml::Table = with
+                .iter()
+                .filter_map(|w| table.get(*w).map(|v| (w.to_string(), v.clone())))
+                .collect();
+            one.insert((*k).clone(), table[*k].clone());
+            from_table::<T>(one).err().as_deref() == Some(message)
+        })
 }
 
 /// Serialises as the flat `[router]` table it was read from: the policy's keys and the settings' keys side
