@@ -517,6 +517,32 @@ mod tests {
     use super::*;
     use crate::config::NonNegative;
 
+    /// The culprit is the one key whose value alone fails the same way; keys that read well, and the
+    /// keys carried along (`with`), are never named; no key alone failing the same way names none.
+    #[test]
+    fn lone_culprit_names_the_one_refused_value() {
+        let table = |text: &str| text.parse::<toml::Table>().unwrap();
+        let settings = table("load_refresh = \"50ms\"\nsync_delay = -3\nreplicas = 2");
+        let message = from_table::<RouterSettings>(settings.clone()).unwrap_err();
+        assert_eq!(
+            lone_culprit::<RouterSettings>(&settings, &[], &message).map(String::as_str),
+            Some("sync_delay")
+        );
+        let policy = table("policy = \"prefix_aware\"\nprefix_weight = 0.5\nload_weight = -1.0");
+        let message = from_table::<PolicyConfig>(policy.clone()).unwrap_err();
+        assert_eq!(
+            lone_culprit::<PolicyConfig>(&policy, &["policy"], &message).map(String::as_str),
+            Some("load_weight")
+        );
+        // A message no single key produces names nothing.
+        assert_eq!(
+            lone_culprit::<PolicyConfig>(&policy, &["policy"], "something else"),
+            None
+        );
+        // Without the carried `policy` key, no key alone reads as a policy the same way.
+        assert_eq!(lone_culprit::<PolicyConfig>(&policy, &[], &message), None);
+    }
+
     #[test]
     fn specs_parse_with_parameters_and_reject_unknown_ones() {
         let p = PolicyConfig::parse_spec("prefix_aware:load_weight=0.5").unwrap();
