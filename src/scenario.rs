@@ -503,55 +503,84 @@ impl Scenario {
         self.validate_router()
     }
 
-    /// `[autoscaler]`: its own bounds and spans, and a fleet it can scale: one aggregated worker group,
-    /// started at t = 0, whose `count` (the initial replicas) lies within the bounds.
+    /// `[autoscaler]`: its own bounds and spans, and a fleet it can scale: aggregated worker groups,
+    /// started at t = 0, each serving its own model (one deployment per model), each group's `count`
+    /// (its initial replicas) within its model's bounds; every `models` entry names a served model.
     fn validate_autoscaler(&self) -> Result<(), (String, String)> {
         let Some(a) = &self.autoscaler else {
             return Ok(());
         };
         a.validate()
             .map_err(|(f, m)| (format!("autoscaler.{f}"), m))?;
-        if self.workers.len() != 1 {
-            return Err((
-                "autoscaler".into(),
-                format!(
-                    "scales one [[workers]] group (the model's deployment); this scenario has {}",
-                    self.workers.len()
-                ),
-            ));
+        for name in a.models.keys() {
+            if !self.workers.iter().any(|g| g.model.as_str() == name) {
+                let served: Vec<String> = self
+                    .workers
+                    .iter()
+                    .map(|g| format!("`{}`", g.model.as_str()))
+                    .collect();
+                return Err((
+                    format!("autoscaler.models.\"{name}\""),
+                    format!(
+                        "no worker group serves this model; the groups serve {}",
+                        served.join(", ")
+                    ),
+                ));
+            }
         }
-        let g = &self.workers[0];
-        if g.role != crate::worker::role::Role::Both || g.prefill_workers > 0 {
-            return Err((
-                "autoscaler".into(),
-                "a disaggregated (prefill/decode) fleet cannot be autoscaled yet: remove `role` and \
-                 `prefill_workers` from the worker group"
-                    .into(),
-            ));
-        }
-        if !g.models.is_empty() {
-            return Err((
-                "autoscaler".into(),
-                "a worker group that swaps models (`models`) cannot be autoscaled yet: remove \
-                 `models` from the group, or the [autoscaler] section"
-                    .into(),
-            ));
-        }
-        if g.start_at.is_some() {
-            return Err((
-                "workers[0].start_at".into(),
-                "the autoscaler starts the group's replicas itself: remove `start_at`".into(),
-            ));
-        }
-        if g.count.0 < a.min_replicas || g.count.0 > a.max_replicas.0 {
-            return Err((
-                "workers[0].count".into(),
-                format!(
-                    "is the autoscaled group's replicas at t = 0: it must lie between \
-                     autoscaler.min_replicas ({}) and autoscaler.max_replicas ({}), got {}",
-                    a.min_replicas, a.max_replicas.0, g.count.0
-                ),
-            ));
+        for (i, g) in self.workers.iter().enumerate() {
+            let at = |f: &str| format!("workers[{i}].{f}");
+            if let Some(j) = self.workers[..i].iter().position(|h| h.model == g.model) {
+                return Err((
+                    at("model"),
+                    format!(
+                        "the autoscaler scales one deployment per model, and workers[{j}] serves `{}` \
+                         too: merge the two groups, or give each its own model",
+                        g.model.as_str()
+                    ),
+                ));
+            }
+            if g.role != crate::worker::role::Role::Both || g.prefill_workers > 0 {
+                return Err((
+                    "autoscaler".into(),
+                    "a disaggregated (prefill/decode) fleet cannot be autoscaled yet: remove `role` and \
+                     `prefill_workers` from the worker groups"
+                        .into(),
+                ));
+            }
+            if !g.models.is_empty() {
+                return Err((
+                    "autoscaler".into(),
+                    "a worker group that swaps models (`models`) cannot be autoscaled yet: remove \
+                     `models` from the group, or the [autoscaler] section"
+                        .into(),
+                ));
+            }
+            if g.start_at.is_some() {
+                return Err((
+                    at("start_at"),
+                    "the autoscaler starts the group's replicas itself: remove `start_at`".into(),
+                ));
+            }
+            let model = g.model.as_str();
+            a.validate_for(model)
+                .map_err(|(f, m)| (format!("autoscaler.{f}"), m))?;
+            let own = a.for_model(model);
+            if g.count.0 < own.min_replicas || g.count.0 > own.max_replicas.0 {
+                let whose = if a.models.contains_key(model) {
+                    format!("autoscaler.models.\"{model}\"")
+                } else {
+                    "autoscaler".to_string()
+                };
+                return Err((
+                    at("count"),
+                    format!(
+                        "is the autoscaled group's replicas at t = 0: it must lie between \
+                         {whose}.min_replicas ({}) and {whose}.max_replicas ({}), got {}",
+                        own.min_replicas, own.max_replicas.0, g.count.0
+                    ),
+                ));
+            }
         }
         if let Some(b) = a.load_gb_per_s {
             crate::config::check_range(b.0, crate::config::BANDWIDTH_GB_PER_S, " GB/s")
@@ -560,12 +589,12 @@ impl Scenario {
         Ok(())
     }
 
-    /// Worker slots of group `g`: its `count`, or with `[autoscaler]`, `max_replicas` (the slots a replica
-    /// can occupy; those beyond the initial `count` start empty).
+    /// Worker slots of group `g`: its `count`, or with `[autoscaler]`, its model's `max_replicas` (the
+    /// slots a replica can occupy; those beyond the initial `count` start empty).
     pub fn group_slots(&self, g: &WorkerGroup) -> u32 {
-        self.autoscaler
-            .as_ref()
-            .map_or(g.count.0, |a| a.max_replicas.0.max(g.count.0))
+        self.autoscaler.as_ref().map_or(g.count.0, |a| {
+            a.for_model(g.model.as_str()).max_replicas.0.max(g.count.0)
+        })
     }
 
     /// Models a group may swap to: each fits the group's GPUs, and the features that assume a worker's
@@ -1193,6 +1222,9 @@ fn find_line(text: &str, path: &str) -> Option<usize> {
     if let Some(line) = find_group_subtable_line(text, path) {
         return Some(line);
     }
+    if let Some(line) = find_named_subtable_line(text, path) {
+        return Some(line);
+    }
     if let Some(line) = find_subtable_line(text, path) {
         return Some(line);
     }
@@ -1309,6 +1341,48 @@ fn find_subtable_line(text: &str, path: &str) -> Option<usize> {
             && l[k.len()..].trim_start().starts_with('=')
         {
             return Some(i + 1);
+        }
+    }
+    Some(start + 1)
+}
+
+/// The line of `T.S."NAME".KEY` (or of `T.S."NAME"`): KEY in the table `[T.S."NAME"]` (also written
+/// `[T.S.NAME]` for a bare name), else that table's header, else the line that sets NAME (an inline table).
+fn find_named_subtable_line(text: &str, path: &str) -> Option<usize> {
+    let (prefix, rest) = path.split_once(".\"")?;
+    let (name, rest) = rest.split_once('"')?;
+    let key = rest.strip_prefix('.');
+    let headers = [
+        format!("[{prefix}.\"{name}\"]"),
+        format!("[{prefix}.{name}]"),
+    ];
+    let is_key = |l: &str, k: &str| l.starts_with(k) && l[k.len()..].trim_start().starts_with('=');
+    let mut lines = text.lines().enumerate();
+    let start = lines
+        .by_ref()
+        .find(|(_, l)| {
+            let l: String = l.chars().filter(|c| !c.is_whitespace()).collect();
+            headers.contains(&l)
+        })
+        .map(|(i, _)| i);
+    let Some(start) = start else {
+        return text
+            .lines()
+            .position(|l| {
+                let l = l.trim();
+                is_key(l, &format!("\"{name}\"")) || is_key(l, name)
+            })
+            .map(|i| i + 1);
+    };
+    if let Some(k) = key {
+        for (i, line) in lines {
+            let l = line.trim();
+            if l.starts_with('[') {
+                break;
+            }
+            if is_key(l, k) {
+                return Some(i + 1);
+            }
         }
     }
     Some(start + 1)

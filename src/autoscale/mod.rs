@@ -30,6 +30,8 @@
 //! This module holds the configuration and the pure decision ([`Hpa`]); the engine's side (replica slots,
 //! draining, the gateway's held requests) is `engine/autoscale.rs`.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Fraction, NonNegative, Positive, PositiveInt};
@@ -66,8 +68,8 @@ impl Metric {
     }
 }
 
-/// The `[autoscaler]` table. The scenario's single `[[workers]]` group is the model's deployment: its
-/// `count` is the replicas at t = 0, and the fleet holds `max_replicas` worker slots.
+/// The `[autoscaler]` table. Each `[[workers]]` group is one model's deployment: its `count` is the
+/// replicas at t = 0, and the fleet holds `max_replicas` worker slots for it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AutoscalerSpec {
@@ -133,6 +135,25 @@ pub struct AutoscalerSpec {
     /// `[restart] engine_start + warmup`.
     #[serde(default)]
     pub warmup: Option<SimDuration>,
+    /// Per model, by name (`[autoscaler.models."llama-3.1-8b"]`): that model's bounds and target where
+    /// they differ from the ones above. A fleet of several worker groups, each serving its own model, has
+    /// one HPA per group (one Deployment and one HorizontalPodAutoscaler per model, as KServe and llm-d
+    /// deploy them); every other setting is shared.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, ModelScaling>,
+}
+
+/// `[autoscaler.models.NAME]`: one model's deployment's bounds and target; unset keys take the
+/// `[autoscaler]` values.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelScaling {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replicas: Option<PositiveInt>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Positive>,
 }
 
 mod defaults {
@@ -183,6 +204,37 @@ impl ColdStart {
 }
 
 impl AutoscalerSpec {
+    /// The settings of `model`'s deployment: the `[autoscaler]` values with that model's entry in
+    /// `models` applied (and `models` itself empty).
+    pub fn for_model(&self, model: &str) -> AutoscalerSpec {
+        let mut spec = self.clone();
+        spec.models.clear();
+        if let Some(m) = self.models.get(model) {
+            spec.min_replicas = m.min_replicas.unwrap_or(spec.min_replicas);
+            spec.max_replicas = m.max_replicas.unwrap_or(spec.max_replicas);
+            spec.target = m.target.unwrap_or(spec.target);
+        }
+        spec
+    }
+
+    /// [`AutoscalerSpec::validate`] for `model`'s deployment, an error named by its path under
+    /// `[autoscaler]`: `models.NAME.KEY` where the model's own entry set that key.
+    pub fn validate_for(&self, model: &str) -> Result<(), (String, String)> {
+        self.for_model(model).validate().map_err(|(f, m)| {
+            // The key the model's entry set: min > max is about whichever of the two it set.
+            let own = self.models.get(model).and_then(|e| match f {
+                "min_replicas" if e.min_replicas.is_some() => Some(f),
+                "min_replicas" if e.max_replicas.is_some() => Some("max_replicas"),
+                "target" if e.target.is_some() => Some(f),
+                _ => None,
+            });
+            match own {
+                Some(key) => (format!("models.\"{model}\".{key}"), m),
+                None => (f.to_string(), m),
+            }
+        })
+    }
+
     /// Relations no single field's type can check: `Err((field under [autoscaler], message))`.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         if self.min_replicas > self.max_replicas.0 {

@@ -170,6 +170,13 @@ const FLOOR_ROOM: f64 = 0.10;
 pub(super) fn size(a: Args) -> Result<()> {
     let base = super::load_checked(a.scenario, a.set, a.force)?;
     if base.workers.len() > 1 {
+        if base.autoscaler.is_some() {
+            bail!(
+                "{}: size searches the replica bounds of one autoscaled deployment; this scenario autoscales {} (one per [[workers]] group). Size each model in a scenario of its own (its group and its traffic), then give each its bounds under [autoscaler.models]",
+                a.scenario.display(),
+                base.workers.len()
+            );
+        }
         if let Some(i) = base.workers.iter().position(|g| g.prefill_workers > 0) {
             bail!(
                 "{}: workers[{i}]: size reshapes a disaggregated fleet (prefill_workers) only as the scenario's one [[workers]] group",

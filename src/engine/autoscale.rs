@@ -13,20 +13,27 @@
 //! (starting ones first, newest first; then the most recently ready) until the live slots (`Provisioning`
 //! and `Active`) equal the count. A failed replica thus comes back as a cold one: a replacement.
 //!
-//! Invariants: the live slots equal the HPA's replica count after every evaluation; a slot is billed
+//! A fleet of several worker groups, each serving its own model, is several deployments: each has its
+//! own slot range, HPA, replica count and requests held at the gateway, and its metric is taken over its
+//! own replicas and its own model's requests; they are evaluated one after the other at each tick.
+//!
+//! Invariants: each deployment's live slots equal its HPA's replica count after every evaluation; a slot is billed
 //! exactly while it is not `Off`; a fault's restart never brings back a slot the autoscaler released or
 //! re-provisioned (it applies only to an `Active` slot, the kubelet restarting the process in place); and
 //! a request held at the gateway is dispatched again as soon as a replica becomes routable, so none waits
 //! while one could serve it.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 
 use super::queue::Class;
 use super::{Event, Simulation, Truth};
 use crate::autoscale::{AutoscalerSpec, Change, ColdStart, Hpa, Metric, Observation};
 use crate::faults::Symptom;
+use crate::hardware::ModelId;
 use crate::metrics::replicas::{
-    AutoscaleSummary, ColdStartHits, ColdStartTerms, ReplicaCount, ScaleChange, SloAttainment,
+    AutoscaleSummary, ColdStartHits, ColdStartTerms, ReplicaCount, ReplicaLog, ScaleChange,
+    SloAttainment,
 };
 use crate::metrics::summary::round;
 use crate::request::RequestId;
@@ -51,11 +58,12 @@ enum Slot {
     },
 }
 
-/// What an autoscaled run needs besides the autoscaler's configuration.
+/// What an autoscaled deployment needs besides the autoscaler's configuration.
 #[derive(Clone, Debug)]
 pub struct AutoscaleSetup {
+    /// The deployment's settings (its model's bounds and target applied).
     pub spec: AutoscalerSpec,
-    /// Replicas up at t = 0 (slots `0..initial`).
+    /// Replicas up at t = 0 (the first `initial` of its slots).
     pub initial: u32,
     pub cold_start: ColdStart,
     /// GPUs per replica (tensor parallelism), for GPU-hours.
@@ -64,40 +72,105 @@ pub struct AutoscaleSetup {
     pub usd_per_gpu_hour: Option<f64>,
 }
 
-/// The autoscaler's state during a run.
+/// One model's deployment in a fleet of several: its setup, the worker slots its replicas occupy, and the
+/// model its requests name.
+#[derive(Clone, Debug)]
+pub struct ModelDeployment {
+    pub model: ModelId,
+    pub slots: Range<usize>,
+    pub setup: AutoscaleSetup,
+}
+
+/// One deployment's scaling state during a run.
 #[derive(Debug)]
-pub(super) struct Autoscale {
+struct Deployment {
     setup: AutoscaleSetup,
+    /// The model its requests name (`None`: a fleet of one deployment, which takes every request).
+    model: Option<ModelId>,
+    slots: Range<usize>,
     hpa: Hpa,
-    slots: Vec<Slot>,
     /// The replica count the HPA asks for (the deployment's `spec.replicas`).
     replicas: u32,
-    next_generation: u64,
     /// Requests waiting at the gateway for a ready replica, with when each was held.
     held: VecDeque<(SimTime, Sequence)>,
-    /// Every request ever held (counted once), and their total and longest wait.
+    /// Every request ever held (counted once), and per request the nanoseconds held so far (over
+    /// several holds).
     held_ids: rustc_hash::FxHashSet<RequestId>,
-    /// Per request held: nanoseconds held so far (over several holds).
     held_ns: rustc_hash::FxHashMap<RequestId, u64>,
+    /// Its model's requests arrived and finished (kept only with several deployments; one deployment
+    /// reads the fleet's counts).
+    arrived: u64,
+    finished: u64,
     arrivals_at_last_tick: u64,
     idle_since: Option<SimTime>,
     scale_ups: u64,
     scale_downs: u64,
     replacements: u64,
     changes: Vec<Change>,
+    /// Its replica counts over time (kept only with several deployments; the fleet's are the
+    /// collector's).
+    log: ReplicaLog,
+}
+
+/// The autoscaler's state during a run.
+#[derive(Debug)]
+pub(super) struct Autoscale {
+    deployments: Vec<Deployment>,
+    /// Per slot: the deployment it belongs to.
+    owner: Vec<usize>,
+    slots: Vec<Slot>,
+    next_generation: u64,
     /// Per slot: billed nanoseconds so far, and since when it is billed (if it is).
     billed_ns: Vec<u64>,
     billed_since: Vec<Option<SimTime>>,
 }
 
+impl Autoscale {
+    /// The deployment that serves `seq`: the one of its model (a request naming none asks for the first
+    /// deployment's model, as the placement's default).
+    fn deployment_of(&self, seq: &Sequence) -> usize {
+        if self.deployments.len() == 1 {
+            return 0;
+        }
+        let m = seq.request.model.or(self.deployments[0].model);
+        self.deployments
+            .iter()
+            .position(|d| d.model == m)
+            .unwrap_or(0)
+    }
+
+    fn spec(&self) -> &AutoscalerSpec {
+        &self.deployments[0].setup.spec
+    }
+}
+
 impl Simulation {
-    /// Makes the fleet autoscaled: slots from `setup.initial` on start `Off`. Call after
-    /// [`Simulation::set_faults`] (which sets who is up at t = 0).
+    /// Makes the fleet one autoscaled deployment over all its slots: slots from `setup.initial` on
+    /// start `Off`. Call after [`Simulation::set_faults`] (which sets who is up at t = 0).
     pub fn set_autoscaler(&mut self, setup: AutoscaleSetup) {
         let n = self.workers.len();
-        let initial = (setup.initial as usize).min(n);
+        self.set_deployments(vec![(None, 0..n, setup)]);
+    }
+
+    /// Makes the fleet autoscaled per model: each deployment scales its own slots.
+    pub fn set_autoscalers(&mut self, deployments: Vec<ModelDeployment>) {
+        self.set_deployments(
+            deployments
+                .into_iter()
+                .map(|d| (Some(d.model), d.slots, d.setup))
+                .collect(),
+        );
+    }
+
+    fn set_deployments(&mut self, setups: Vec<(Option<ModelId>, Range<usize>, AutoscaleSetup)>) {
+        let n = self.workers.len();
         let mut started = vec![false; n];
-        started[..initial].fill(true);
+        let mut owner = vec![0; n];
+        for (d, (_, range, setup)) in setups.iter().enumerate() {
+            let initial = (setup.initial as usize).min(range.len());
+            started[range.start..range.start + initial].fill(true);
+            owner[range.clone()].fill(d);
+        }
         let gateway = self.gateway.spec.clone();
         self.gateway = crate::gateway::Gateway::new(gateway, &started);
         for (w, up) in started.iter().enumerate() {
@@ -107,9 +180,10 @@ impl Simulation {
                 Truth::Down(Symptom::Refused)
             };
         }
-        let slots = (0..n)
-            .map(|w| {
-                if w < initial {
+        let slots = started
+            .iter()
+            .map(|&up| {
+                if up {
                     Slot::Active {
                         since: SimTime::ZERO,
                     }
@@ -118,87 +192,150 @@ impl Simulation {
                 }
             })
             .collect();
-        let billed_since = (0..n)
-            .map(|w| (w < initial).then_some(SimTime::ZERO))
+        let several = setups.len() > 1;
+        if several {
+            self.collector.series.replicas_by_model = setups
+                .iter()
+                .map(|(m, ..)| {
+                    (
+                        m.map_or("", |m| m.as_str()).to_string(),
+                        ReplicaLog::default(),
+                    )
+                })
+                .collect();
+        }
+        let deployments = setups
+            .into_iter()
+            .map(|(model, slots, setup)| {
+                let initial = (setup.initial as usize).min(slots.len()) as u32;
+                Deployment {
+                    hpa: Hpa::new(setup.spec.clone()).seeded(initial, SimTime::ZERO),
+                    replicas: initial,
+                    model: if several { model } else { None },
+                    slots,
+                    setup,
+                    held: VecDeque::new(),
+                    held_ids: Default::default(),
+                    held_ns: Default::default(),
+                    arrived: 0,
+                    finished: 0,
+                    arrivals_at_last_tick: 0,
+                    idle_since: None,
+                    scale_ups: 0,
+                    scale_downs: 0,
+                    replacements: 0,
+                    changes: Vec::new(),
+                    log: ReplicaLog::default(),
+                }
+            })
+            .collect();
+        let billed_since = started
+            .iter()
+            .map(|&up| up.then_some(SimTime::ZERO))
             .collect();
         self.autoscale = Some(Box::new(Autoscale {
-            hpa: Hpa::new(setup.spec.clone()).seeded(initial as u32, SimTime::ZERO),
-            replicas: initial as u32,
-            setup,
+            deployments,
+            owner,
             slots,
             next_generation: 0,
-            held: VecDeque::new(),
-            held_ids: Default::default(),
-            held_ns: Default::default(),
-            arrivals_at_last_tick: 0,
-            idle_since: None,
-            scale_ups: 0,
-            scale_downs: 0,
-            replacements: 0,
-            changes: Vec::new(),
             billed_ns: vec![0; n],
             billed_since,
         }));
-        self.collector.on_workers_up(SimTime::ZERO, initial as u32);
+        let up = started.iter().filter(|&&u| u).count() as u32;
+        self.collector.on_workers_up(SimTime::ZERO, up);
         self.note_replicas();
     }
 
     /// Queues the first evaluation.
     pub(super) fn schedule_autoscale(&mut self) {
         if let Some(a) = &self.autoscale {
-            let at = SimTime::ZERO + a.setup.spec.interval;
+            let at = SimTime::ZERO + a.spec().interval;
             self.schedule(at, Class::Gateway, Event::Autoscale);
         }
     }
 
-    /// One evaluation: release failed replicas, decide, reconcile, and queue the next.
-    pub(super) fn on_autoscale_tick(&mut self) {
-        self.release_failed();
-        let o = self.observe();
-        let a = self.autoscale.as_mut().expect("an autoscaled run");
-        let desired = a.hpa.decide(self.now, &o);
-        if desired != a.replicas {
-            if desired > a.replicas {
-                a.scale_ups += 1;
-            } else {
-                a.scale_downs += 1;
-            }
-            a.changes.push(Change {
-                at: self.now,
-                from: a.replicas,
-                to: desired,
-            });
-            a.replicas = desired;
+    /// A request arrived at the gateway: counted for its model's deployment (several deployments only).
+    pub(super) fn note_autoscale_arrival(&mut self, seq: &Sequence) {
+        if let Some(a) = self.autoscale.as_deref_mut()
+            && a.deployments.len() > 1
+        {
+            let d = a.deployment_of(seq);
+            a.deployments[d].arrived += 1;
         }
-        let next = self.now + a.setup.spec.interval;
-        self.reconcile();
-        self.schedule(next, Class::Gateway, Event::Autoscale);
     }
 
-    /// What the HPA sees now; settles every live worker first, so that the fast path is observed as
-    /// stepping one by one would leave it.
-    fn observe(&mut self) -> Observation {
+    /// A request ended (completed, failed or rejected): counted for its model's deployment.
+    pub(super) fn note_autoscale_finished(&mut self, seq: &Sequence) {
+        if let Some(a) = self.autoscale.as_deref_mut()
+            && a.deployments.len() > 1
+        {
+            let d = a.deployment_of(seq);
+            a.deployments[d].finished += 1;
+        }
+    }
+
+    /// One evaluation: release failed replicas, then per deployment decide and reconcile, and queue
+    /// the next.
+    pub(super) fn on_autoscale_tick(&mut self) {
+        self.release_failed();
         let n = self.workers.len();
         for w in 0..n {
+            // Settled first, so that the fast path is observed as the event-per-step engine would be.
             if self.truth[w] == Truth::Up {
                 self.settle_worker(w);
             }
         }
-        let arrived = self.collector.arrived;
-        let idle = arrived == self.collector.finished();
+        let count = self.autoscale.as_ref().map_or(0, |a| a.deployments.len());
+        for d in 0..count {
+            let o = self.observe(d);
+            let now = self.now;
+            let a = self.autoscale.as_mut().expect("an autoscaled run");
+            let dep = &mut a.deployments[d];
+            let desired = dep.hpa.decide(now, &o);
+            if desired != dep.replicas {
+                if desired > dep.replicas {
+                    dep.scale_ups += 1;
+                } else {
+                    dep.scale_downs += 1;
+                }
+                dep.changes.push(Change {
+                    at: now,
+                    from: dep.replicas,
+                    to: desired,
+                });
+                dep.replicas = desired;
+            }
+            self.reconcile(d);
+        }
+        let a = self.autoscale.as_ref().expect("an autoscaled run");
+        let next = self.now + a.spec().interval;
+        self.schedule(next, Class::Gateway, Event::Autoscale);
+    }
+
+    /// What deployment `d`'s HPA sees now (its workers settled by the caller).
+    fn observe(&mut self, d: usize) -> Observation {
+        let (fleet_arrived, fleet_finished) = (self.collector.arrived, self.collector.finished());
         let a = self.autoscale.as_mut().expect("an autoscaled run");
-        let new_arrivals = arrived - a.arrivals_at_last_tick;
-        a.arrivals_at_last_tick = arrived;
-        a.idle_since = if idle && new_arrivals == 0 {
-            a.idle_since.or(Some(self.now))
+        let several = a.deployments.len() > 1;
+        let dep = &mut a.deployments[d];
+        let (arrived, finished) = if several {
+            (dep.arrived, dep.finished)
+        } else {
+            (fleet_arrived, fleet_finished)
+        };
+        let idle = arrived == finished;
+        let new_arrivals = arrived - dep.arrivals_at_last_tick;
+        dep.arrivals_at_last_tick = arrived;
+        dep.idle_since = if idle && new_arrivals == 0 {
+            dep.idle_since.or(Some(self.now))
         } else {
             None
         };
-        let held = a.held.len() as u64;
-        let metric = a.setup.spec.metric;
-        let interval_s = a.setup.spec.interval.as_secs_f64();
+        let held = dep.held.len() as u64;
+        let metric = dep.setup.spec.metric;
+        let interval_s = dep.setup.spec.interval.as_secs_f64();
         let (mut ready, mut starting, mut total) = (0u32, 0u32, 0.0f64);
-        for w in 0..n {
+        for w in dep.slots.clone() {
             match a.slots[w] {
                 Slot::Provisioning { .. } => starting += 1,
                 Slot::Active { .. } if self.gateway.routable(w) => {
@@ -222,12 +359,12 @@ impl Simulation {
             Metric::Running | Metric::KvUtilization => {}
         }
         Observation {
-            current: a.replicas,
+            current: dep.replicas,
             ready,
             starting,
             total,
             held,
-            idle_since: a.idle_since,
+            idle_since: dep.idle_since,
         }
     }
 
@@ -244,26 +381,29 @@ impl Simulation {
                 self.crash_worker(w, Symptom::Refused, false, "worker replaced");
             }
             self.slot_off(w);
-            self.autoscale
-                .as_mut()
-                .expect("an autoscaled run")
-                .replacements += 1;
+            let a = self.autoscale.as_mut().expect("an autoscaled run");
+            let d = a.owner[w];
+            a.deployments[d].replacements += 1;
         }
     }
 
-    /// Starts or removes replicas until the live slots equal the replica count.
-    fn reconcile(&mut self) {
+    /// Starts or removes deployment `d`'s replicas until its live slots equal its replica count.
+    fn reconcile(&mut self, d: usize) {
         let a = self.autoscale.as_ref().expect("an autoscaled run");
+        let dep = &a.deployments[d];
         let live = |s: &Slot| matches!(s, Slot::Provisioning { .. } | Slot::Active { .. });
-        let mut count = a.slots.iter().filter(|s| live(s)).count() as u32;
-        let want = a.replicas;
+        let mut count = a.slots[dep.slots.clone()]
+            .iter()
+            .filter(|s| live(s))
+            .count() as u32;
+        let want = dep.replicas;
         while count < want {
-            let Some(w) = self.free_slot() else { break };
+            let Some(w) = self.free_slot(d) else { break };
             self.start_cold(w);
             count += 1;
         }
         while count > want {
-            let Some(w) = self.slot_to_remove() else {
+            let Some(w) = self.slot_to_remove(d) else {
                 break;
             };
             self.remove_replica(w);
@@ -272,15 +412,16 @@ impl Simulation {
         self.note_replicas();
     }
 
-    /// The lowest slot that is off.
-    fn free_slot(&self) -> Option<usize> {
+    /// Deployment `d`'s lowest slot that is off.
+    fn free_slot(&self, d: usize) -> Option<usize> {
         let a = self.autoscale.as_ref()?;
-        a.slots.iter().position(|s| *s == Slot::Off)
+        let range = a.deployments[d].slots.clone();
+        range.clone().find(|&w| a.slots[w] == Slot::Off)
     }
 
-    /// The slot to remove first, as a ReplicaSet picks the pod to delete: not yet serving before serving,
-    /// newer before older (the highest slot among equals).
-    fn slot_to_remove(&self) -> Option<usize> {
+    /// Deployment `d`'s slot to remove first, as a ReplicaSet picks the pod to delete: not yet serving
+    /// before serving, newer before older (the highest slot among equals).
+    fn slot_to_remove(&self, d: usize) -> Option<usize> {
         let a = self.autoscale.as_ref()?;
         let rank = |w: usize| match a.slots[w] {
             Slot::Provisioning { .. } => Some((0, SimTime::MAX)),
@@ -288,7 +429,9 @@ impl Simulation {
             Slot::Active { since } => Some((2, since)),
             Slot::Off | Slot::Draining { .. } => None,
         };
-        (0..a.slots.len())
+        a.deployments[d]
+            .slots
+            .clone()
             .filter_map(|w| {
                 rank(w).map(|(k, since)| (k, std::cmp::Reverse(since), std::cmp::Reverse(w)))
             })
@@ -304,7 +447,7 @@ impl Simulation {
         a.next_generation += 1;
         a.slots[w] = Slot::Provisioning { generation };
         a.billed_since[w] = Some(now);
-        let at = now + a.setup.cold_start.total();
+        let at = now + a.deployments[a.owner[w]].setup.cold_start.total();
         // A new replica is a new endpoint: the gateway routes to it only after a good health check.
         if self.gateway.reset_to_unready(w) {
             self.router.on_worker_down(w);
@@ -332,6 +475,7 @@ impl Simulation {
         self.truth[w] = Truth::Up;
         let up = self.workers_up();
         self.collector.on_workers_up(self.now, up);
+        self.note_serving(w, true);
         self.note_replicas();
     }
 
@@ -343,7 +487,7 @@ impl Simulation {
             Slot::Active { .. } => {
                 let epoch = self.workers[w].epoch;
                 a.slots[w] = Slot::Draining { epoch };
-                let deadline = self.now + a.setup.spec.drain_grace;
+                let deadline = self.now + a.spec().drain_grace;
                 self.gateway.drain(w);
                 self.router.on_worker_down(w);
                 self.schedule(
@@ -402,65 +546,94 @@ impl Simulation {
     fn slot_off(&mut self, w: usize) {
         let now = self.now;
         let a = self.autoscale.as_mut().expect("an autoscaled run");
+        let served = matches!(a.slots[w], Slot::Active { .. } | Slot::Draining { .. });
         a.slots[w] = Slot::Off;
         if let Some(since) = a.billed_since[w].take() {
             a.billed_ns[w] += now.since(since).0;
         }
+        if served {
+            self.note_serving(w, false);
+        }
     }
 
-    /// Records the replica counts now.
+    /// Records the replica counts now: the fleet's, and with several deployments each one's.
     fn note_replicas(&mut self) {
-        let Some(a) = &self.autoscale else { return };
-        let mut c = ReplicaCount::default();
-        for (w, s) in a.slots.iter().enumerate() {
-            match s {
-                Slot::Off => continue,
-                Slot::Provisioning { .. } => c.starting += 1,
-                Slot::Active { .. } if self.gateway.routable(w) => c.ready += 1,
-                Slot::Active { .. } if self.truth[w] == Truth::Up => c.starting += 1,
-                Slot::Active { .. } | Slot::Draining { .. } => {}
+        let Some(a) = &mut self.autoscale else { return };
+        let count = |slots: Range<usize>| {
+            let mut c = ReplicaCount::default();
+            for w in slots {
+                match a.slots[w] {
+                    Slot::Off => continue,
+                    Slot::Provisioning { .. } => c.starting += 1,
+                    Slot::Active { .. } if self.gateway.routable(w) => c.ready += 1,
+                    Slot::Active { .. } if self.truth[w] == Truth::Up => c.starting += 1,
+                    Slot::Active { .. } | Slot::Draining { .. } => {}
+                }
+                c.billed += 1;
             }
-            c.billed += 1;
+            c
+        };
+        let fleet = count(0..a.slots.len());
+        self.collector.series.replicas.record(self.now, fleet);
+        if a.deployments.len() > 1 {
+            let counts: Vec<ReplicaCount> = a
+                .deployments
+                .iter()
+                .map(|d| count(d.slots.clone()))
+                .collect();
+            for ((d, c), (_, log)) in a
+                .deployments
+                .iter_mut()
+                .zip(counts)
+                .zip(self.collector.series.replicas_by_model.iter_mut())
+            {
+                d.log.record(self.now, c);
+                log.record(self.now, c);
+            }
         }
-        self.collector.series.replicas.record(self.now, c);
     }
 
     /// In an autoscaled fleet, a request that finds no replica to route to waits at the gateway (as with
-    /// Knative's activator) instead of failing; with no replica at all, one is started at once.
-    /// Returns the request if the fleet is not autoscaled.
+    /// Knative's activator) instead of failing; with no replica of its deployment at all, one is
+    /// started at once. Returns the request if the fleet is not autoscaled.
     pub(super) fn hold_at_gateway(&mut self, seq: Sequence) -> Option<Sequence> {
         let now = self.now;
         let Some(a) = &mut self.autoscale else {
             return Some(seq);
         };
-        a.held_ids.insert(seq.request.id);
-        a.held.push_back((now, seq));
-        if a.replicas == 0 {
-            a.scale_ups += 1;
-            a.changes.push(Change {
+        let d = a.deployment_of(&seq);
+        let dep = &mut a.deployments[d];
+        dep.held_ids.insert(seq.request.id);
+        dep.held.push_back((now, seq));
+        if dep.replicas == 0 {
+            dep.scale_ups += 1;
+            dep.changes.push(Change {
                 at: now,
                 from: 0,
                 to: 1,
             });
-            a.replicas = 1;
-            self.reconcile();
+            dep.replicas = 1;
+            self.reconcile(d);
         }
         None
     }
 
-    /// After a health check: if a replica is routable, the held requests go to the router again, in the
-    /// order they came.
+    /// After a health check: the requests held for each deployment with a routable replica go to the
+    /// router again, in the order they came.
     pub(super) fn release_held(&mut self) {
-        let any = (0..self.workers.len()).any(|w| self.gateway.routable(w));
         self.note_replicas();
-        if !any {
-            return;
-        }
         let Some(a) = &mut self.autoscale else { return };
-        let held = std::mem::take(&mut a.held);
-        for (since, seq) in held {
-            let a = self.autoscale.as_mut().expect("an autoscaled run");
-            *a.held_ns.entry(seq.request.id).or_default() += self.now.since(since).0;
+        let mut released = Vec::new();
+        for dep in &mut a.deployments {
+            if dep.held.is_empty() || !dep.slots.clone().any(|w| self.gateway.routable(w)) {
+                continue;
+            }
+            for (since, seq) in std::mem::take(&mut dep.held) {
+                *dep.held_ns.entry(seq.request.id).or_default() += self.now.since(since).0;
+                released.push(seq);
+            }
+        }
+        for seq in released {
             self.dispatch(seq);
         }
     }
@@ -468,8 +641,13 @@ impl Simulation {
     /// Requests still held when the run stops fail with `reason`.
     pub(super) fn fail_autoscale_held(&mut self, reason: &'static str) {
         let Some(a) = &mut self.autoscale else { return };
-        let held = std::mem::take(&mut a.held);
-        for (_, seq) in held {
+        let held: Vec<Sequence> = a
+            .deployments
+            .iter_mut()
+            .flat_map(|d| std::mem::take(&mut d.held))
+            .map(|(_, seq)| seq)
+            .collect();
+        for seq in held {
             self.finish_seq(
                 seq,
                 None,
@@ -487,63 +665,90 @@ impl Simulation {
             .is_none_or(|a| matches!(a.slots[w], Slot::Active { .. }))
     }
 
-    /// The `autoscaler` block of the summary, for a run that ended at `end`.
+    /// The `autoscaler` block of the summary, for a run that ended at `end`: one deployment's, or with
+    /// several the fleet's totals and each model's block under `models`.
     pub(super) fn autoscale_summary(&self, end: SimTime) -> Option<AutoscaleSummary> {
         let a = self.autoscale.as_ref()?;
-        let s = &a.setup;
-        let log = &self.collector.series.replicas;
-        let replica_s = log.billed_seconds(end);
-        let (peak, last) = log.peak_and_last();
-        let gpu_hours = replica_s / 3600.0 * f64::from(s.gpus_per_replica);
-        let waits: Vec<f64> = a.held_ns.values().map(|&ns| ns as f64 / 1e6).collect();
-        let secs = |d: crate::time::SimDuration| round(d.as_secs_f64(), 6);
-        let c = &s.cold_start;
+        let fleet_log = &self.collector.series.replicas;
+        let slo = SloAttainment::of(&self.collector.series, self.collector.arrivals_end);
+        if a.deployments.len() == 1 {
+            let mut one = deployment_summary(&a.deployments[0], fleet_log, end);
+            one.slo_attainment = Some(slo);
+            return Some(one);
+        }
+        let models: Vec<AutoscaleSummary> = a
+            .deployments
+            .iter()
+            .map(|d| deployment_summary(d, &d.log, end))
+            .collect();
+        let spec = a.spec();
+        let replica_s = fleet_log.billed_seconds(end);
+        let (peak, last) = fleet_log.peak_and_last();
+        let gpu_hours: f64 = models.iter().map(|m| m.gpu_hours).sum();
+        let price = models[0].usd_per_gpu_hour;
+        let one_price = models.iter().all(|m| m.usd_per_gpu_hour == price);
+        let cost = models
+            .iter()
+            .map(|m| m.cost_usd)
+            .sum::<Option<f64>>()
+            .map(|c| round(c, 6));
+        let held: Vec<f64> = a
+            .deployments
+            .iter()
+            .flat_map(|d| d.held_ns.values().map(|&ns| ns as f64 / 1e6))
+            .collect();
+        // The fleet's changes: every deployment's, in time order, as fleet totals.
+        let mut changes: Vec<(SimTime, usize, &Change)> = a
+            .deployments
+            .iter()
+            .enumerate()
+            .flat_map(|(d, dep)| dep.changes.iter().map(move |c| (c.at, d, c)))
+            .collect();
+        changes.sort_by_key(|&(at, d, _)| (at, d));
+        let mut total: u32 = a.deployments.iter().map(|d| d.setup.initial).sum();
+        let changes = changes
+            .into_iter()
+            .map(|(at, _, c)| {
+                let from = total;
+                total = total + c.to - c.from;
+                ScaleChange {
+                    at_s: at.as_secs_f64(),
+                    from,
+                    to: total,
+                }
+            })
+            .collect();
+        // The slowest model's cold start stands for the fleet's (each model's is under `models`).
+        let cold_start = models
+            .iter()
+            .map(|m| m.cold_start)
+            .max_by(|x, y| x.total_s.total_cmp(&y.total_s))
+            .expect("several deployments");
         Some(AutoscaleSummary {
-            metric: s.spec.metric.as_str().to_string(),
-            target: s.spec.target.0,
-            min_replicas: s.spec.min_replicas,
-            max_replicas: s.spec.max_replicas.0,
-            initial_replicas: s.initial,
-            cold_start: ColdStartTerms {
-                provision_s: secs(c.provision),
-                image_pull_s: secs(c.image_pull),
-                weight_load_s: secs(c.weight_load),
-                warmup_s: secs(c.warmup),
-                total_s: secs(c.total()),
-            },
-            scale_ups: a.scale_ups,
-            scale_downs: a.scale_downs,
-            replacements: a.replacements,
+            model: None,
+            metric: spec.metric.as_str().to_string(),
+            target: spec.target.0,
+            min_replicas: models.iter().map(|m| m.min_replicas).sum(),
+            max_replicas: models.iter().map(|m| m.max_replicas).sum(),
+            initial_replicas: models.iter().map(|m| m.initial_replicas).sum(),
+            cold_start,
+            scale_ups: models.iter().map(|m| m.scale_ups).sum(),
+            scale_downs: models.iter().map(|m| m.scale_downs).sum(),
+            replacements: models.iter().map(|m| m.replacements).sum(),
             replicas_peak: peak,
-            replicas_mean: if end.0 > 0 {
-                round(replica_s / end.as_secs_f64(), 6)
-            } else {
-                0.0
-            },
+            replicas_mean: mean_replicas(replica_s, end),
             replicas_final: last,
             replica_hours: round(replica_s / 3600.0, 6),
             gpu_hours: round(gpu_hours, 6),
-            usd_per_gpu_hour: s.usd_per_gpu_hour,
-            cost_usd: s.usd_per_gpu_hour.map(|p| round(p * gpu_hours, 6)),
+            usd_per_gpu_hour: if one_price { price } else { None },
+            cost_usd: cost,
             cold_start_hits: ColdStartHits {
-                requests: a.held_ids.len() as u64,
-                wait_ms_mean: if waits.is_empty() {
-                    0.0
-                } else {
-                    round(waits.iter().sum::<f64>() / waits.len() as f64, 3)
-                },
-                wait_ms_max: round(waits.iter().copied().fold(0.0, f64::max), 3),
+                requests: models.iter().map(|m| m.cold_start_hits.requests).sum(),
+                ..held_summary(&held)
             },
-            slo_attainment: SloAttainment::of(&self.collector.series, self.collector.arrivals_end),
-            changes: a
-                .changes
-                .iter()
-                .map(|c| ScaleChange {
-                    at_s: c.at.as_secs_f64(),
-                    from: c.from,
-                    to: c.to,
-                })
-                .collect(),
+            slo_attainment: Some(slo),
+            changes,
+            models,
         })
     }
 
@@ -554,5 +759,78 @@ impl Simulation {
         };
         let open = a.billed_since[w].map_or(0, |since| end.since(since).0);
         (a.billed_ns[w] + open) as f64 / 1e9
+    }
+}
+
+/// One deployment's block, from its replica log.
+fn deployment_summary(d: &Deployment, log: &ReplicaLog, end: SimTime) -> AutoscaleSummary {
+    let s = &d.setup;
+    let replica_s = log.billed_seconds(end);
+    let (peak, last) = log.peak_and_last();
+    let gpu_hours = replica_s / 3600.0 * f64::from(s.gpus_per_replica);
+    let waits: Vec<f64> = d.held_ns.values().map(|&ns| ns as f64 / 1e6).collect();
+    let secs = |x: crate::time::SimDuration| round(x.as_secs_f64(), 6);
+    let c = &s.cold_start;
+    AutoscaleSummary {
+        model: d.model.map(|m| m.as_str().to_string()),
+        metric: s.spec.metric.as_str().to_string(),
+        target: s.spec.target.0,
+        min_replicas: s.spec.min_replicas,
+        max_replicas: s.spec.max_replicas.0,
+        initial_replicas: s.initial,
+        cold_start: ColdStartTerms {
+            provision_s: secs(c.provision),
+            image_pull_s: secs(c.image_pull),
+            weight_load_s: secs(c.weight_load),
+            warmup_s: secs(c.warmup),
+            total_s: secs(c.total()),
+        },
+        scale_ups: d.scale_ups,
+        scale_downs: d.scale_downs,
+        replacements: d.replacements,
+        replicas_peak: peak,
+        replicas_mean: mean_replicas(replica_s, end),
+        replicas_final: last,
+        replica_hours: round(replica_s / 3600.0, 6),
+        gpu_hours: round(gpu_hours, 6),
+        usd_per_gpu_hour: s.usd_per_gpu_hour,
+        cost_usd: s.usd_per_gpu_hour.map(|p| round(p * gpu_hours, 6)),
+        cold_start_hits: ColdStartHits {
+            requests: d.held_ids.len() as u64,
+            ..held_summary(&waits)
+        },
+        slo_attainment: None,
+        changes: d
+            .changes
+            .iter()
+            .map(|c| ScaleChange {
+                at_s: c.at.as_secs_f64(),
+                from: c.from,
+                to: c.to,
+            })
+            .collect(),
+        models: Vec::new(),
+    }
+}
+
+/// Billed replicas time-averaged over the run.
+fn mean_replicas(replica_s: f64, end: SimTime) -> f64 {
+    if end.0 > 0 {
+        round(replica_s / end.as_secs_f64(), 6)
+    } else {
+        0.0
+    }
+}
+
+/// Requests held at the gateway and their waits (ms): counted by the waits given.
+fn held_summary(waits: &[f64]) -> ColdStartHits {
+    ColdStartHits {
+        requests: waits.len() as u64,
+        wait_ms_mean: if waits.is_empty() {
+            0.0
+        } else {
+            round(waits.iter().sum::<f64>() / waits.len() as f64, 3)
+        },
+        wait_ms_max: round(waits.iter().copied().fold(0.0, f64::max), 3),
     }
 }

@@ -231,3 +231,110 @@ fn scaled_to_zero_a_request_waits_at_the_gateway_for_a_cold_start() {
     let end = out.summary.sim.simulated_s;
     assert!((a.replica_hours * 3600.0 - (60.0 + end - 70.0)).abs() < 0.01);
 }
+
+/// Two models, each its own deployment: only the one whose load changed scales. `qwen3-8b` (0–2
+/// replicas) goes to zero at 60 s as in the test above, and its request at 70 s is held, wakes one
+/// replica of its own (in its group's slots, not `llama-3.1-8b`'s) and is sent at the 95-s health check;
+/// `llama-3.1-8b` (1–2) keeps its one replica throughout.
+#[test]
+fn each_model_scales_its_own_deployment() {
+    use crate::hardware::ModelId;
+    let s = crate::scenario::Scenario::parse(
+        r#"
+name = "two-deployments"
+duration = "200s"
+[[workers]]
+count = 1
+gpu = "h100"
+model = "llama-3.1-8b"
+[[workers]]
+count = 1
+gpu = "h100"
+model = "qwen3-8b"
+[workload]
+kind = "poisson"
+rate = 1
+model = "llama-3.1-8b"
+prompt = { dist = "fixed", tokens = 100 }
+output = { dist = "fixed", tokens = 1 }
+[autoscaler]
+metric = "rps"
+target = 1.0
+max_replicas = 2
+scale_down_window = "0s"
+image_pull = "10s"
+weight_load = "5s"
+warmup = "7s"
+[autoscaler.models.qwen3-8b]
+min_replicas = 0
+"#,
+        "two.toml",
+        &[],
+    )
+    .unwrap();
+    let asking = |mut r: Request, m: ModelId| {
+        r.model = Some(m);
+        r
+    };
+    let (llama, qwen) = (ModelId::Llama31_8b, ModelId::Qwen3_8b);
+    let (out, records) = super::placement_tests::run_with(
+        &s,
+        vec![
+            asking(request(0, secs(1.0), 0, 8, 10), llama),
+            asking(request(1, secs(1.0), 1, 8, 10), qwen),
+            asking(request(2, secs(2.0), 2, 8, 10), llama),
+            asking(request(3, secs(70.0), 3, 8, 10), qwen),
+        ],
+    );
+    let a = out.summary.autoscaler.as_ref().unwrap();
+    assert_eq!(a.models.len(), 2);
+    let (m_llama, m_qwen) = (&a.models[0], &a.models[1]);
+    assert_eq!(m_llama.model.as_deref(), Some("llama-3.1-8b"));
+    assert_eq!((m_llama.min_replicas, m_llama.max_replicas), (1, 2));
+    assert!(m_llama.changes.is_empty(), "{:?}", m_llama.changes);
+    assert_eq!(m_qwen.model.as_deref(), Some("qwen3-8b"));
+    assert_eq!((m_qwen.min_replicas, m_qwen.max_replicas), (0, 2));
+    let changes = |m: &crate::metrics::replicas::AutoscaleSummary| -> Vec<(f64, u32, u32)> {
+        m.changes.iter().map(|c| (c.at_s, c.from, c.to)).collect()
+    };
+    assert_eq!(changes(m_qwen), [(60.0, 1, 0), (70.0, 0, 1)]);
+    // The fleet's: the totals at each model's change; its bounds are the models' summed.
+    assert_eq!(changes(a), [(60.0, 2, 1), (70.0, 1, 2)]);
+    assert_eq!((a.min_replicas, a.max_replicas), (1, 4));
+    assert_eq!(m_qwen.cold_start_hits.requests, 1);
+    assert_eq!(m_qwen.cold_start_hits.wait_ms_max, 25_000.0);
+    assert_eq!(m_llama.cold_start_hits.requests, 0);
+    assert_eq!(a.cold_start_hits.requests, 1);
+    let r = by_id(&records, 3);
+    assert_eq!(r.outcome, Outcome::Completed);
+    assert_eq!(r.first_scheduled, Some(secs(95.0)));
+    // Slots 0–1 are llama's, 2–3 qwen's; the woken replica is qwen's first slot.
+    assert_eq!(r.worker, Some(2));
+    assert_eq!(by_id(&records, 0).worker, Some(0));
+    // Replica-hours: llama's one replica all run; qwen's from 0 to 60 s and from 70 s on.
+    let end = out.summary.sim.simulated_s;
+    assert!((m_llama.replica_hours * 3600.0 - end).abs() < 0.01);
+    assert!((m_qwen.replica_hours * 3600.0 - (60.0 + end - 70.0)).abs() < 0.01);
+    assert!((a.replica_hours - m_llama.replica_hours - m_qwen.replica_hours).abs() < 1e-5);
+    assert!(a.slo_attainment.is_some());
+    assert!(m_qwen.slo_attainment.is_none());
+    // Each model's billed replicas over time, and the workers serving each model.
+    let csv = String::from_utf8(out.collector.series.to_csv()).unwrap();
+    let head = csv.lines().next().unwrap();
+    assert!(
+        head.ends_with(",replicas_billed:llama-3.1-8b,replicas_billed:qwen3-8b"),
+        "{head}"
+    );
+    let m = out.summary.models.as_ref().unwrap();
+    assert_eq!(
+        (m.replicas["qwen3-8b"].min, m.replicas["qwen3-8b"].max),
+        (0, 1)
+    );
+    assert_eq!(
+        (
+            m.replicas["llama-3.1-8b"].min,
+            m.replicas["llama-3.1-8b"].max
+        ),
+        (1, 1)
+    );
+}

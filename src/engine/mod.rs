@@ -30,7 +30,7 @@ mod route_sources;
 mod steady_run;
 pub mod twin;
 
-pub use autoscale::AutoscaleSetup;
+pub use autoscale::{AutoscaleSetup, ModelDeployment};
 
 use rustc_hash::FxHashSet;
 
@@ -356,20 +356,32 @@ impl Simulation {
                 .collect(),
         );
         sim.set_faults(plan, s.gateway.clone(), starts);
+        sim.placement = placement::Placement::of(s)?.map(Box::new);
         if let Some(spec) = &s.autoscaler {
-            let g = &s.workers[0];
-            let weights = g.perf().weight_bytes_per_gpu() * f64::from(g.tp.0);
-            sim.set_autoscaler(AutoscaleSetup {
-                spec: spec.clone(),
-                initial: g.count.0,
-                cold_start: spec.cold_start(weights, &s.restart),
-                gpus_per_replica: g.tp.0,
-                usd_per_gpu_hour: crate::sizing::price(s, g.gpu).ok(),
-            });
+            // One deployment per worker group (each serves its own model), over the group's slots.
+            let mut deployments = Vec::with_capacity(s.workers.len());
+            let mut first = 0;
+            for g in &s.workers {
+                let slots = s.group_slots(g) as usize;
+                let own = spec.for_model(g.model.as_str());
+                let weights = g.perf().weight_bytes_per_gpu() * f64::from(g.tp.0);
+                deployments.push(ModelDeployment {
+                    model: g.model,
+                    slots: first..first + slots,
+                    setup: AutoscaleSetup {
+                        cold_start: own.cold_start(weights, &s.restart),
+                        spec: own,
+                        initial: g.count.0,
+                        gpus_per_replica: g.tp.0,
+                        usd_per_gpu_hour: crate::sizing::price(s, g.gpu).ok(),
+                    },
+                });
+                first += slots;
+            }
+            sim.set_autoscalers(deployments);
         }
         sim.set_tiers(s.tiers.clone());
         sim.set_disaggregation(s);
-        sim.placement = placement::Placement::of(s)?.map(Box::new);
         sim.lora = lora::LoraFleet::of(s).map(Box::new);
         for (m, at) in s.requested_models() {
             if !s.workers.iter().any(|g| g.may_serve(m)) {
@@ -783,7 +795,9 @@ impl Simulation {
         let t = self.prof.start();
         self.collector.on_arrival(request.arrival);
         self.prof.stop(Phase::Metrics, t);
-        self.dispatch(Sequence::new(request, self.now, 0));
+        let seq = Sequence::new(request, self.now, 0);
+        self.note_autoscale_arrival(&seq);
+        self.dispatch(seq);
     }
 
     /// Brings the router's snapshots up to date: the workers touched since the last arrival, and
@@ -1308,6 +1322,7 @@ impl Simulation {
             record.id,
             record.first_token.map(|f| f.since(record.arrival)),
         );
+        self.note_autoscale_finished(&seq);
         let t = self.prof.start();
         self.collector.on_finished(&record);
         if let Some(log) = &mut self.request_log {

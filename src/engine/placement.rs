@@ -93,7 +93,24 @@ impl Placement {
             group.extend(std::iter::repeat_n(i, s.group_slots(g) as usize));
         }
         let resident: Vec<ModelId> = group.iter().map(|&g| options[g][0].model).collect();
-        let names: Vec<&str> = resident.iter().map(|m| m.as_str()).collect();
+        // Serving at t = 0: every worker, but of an autoscaled group only its first `count` slots
+        // (the autoscaler reports the others as they come and go, `note_serving`).
+        let mut names: Vec<&str> = Vec::with_capacity(resident.len());
+        let mut first = 0;
+        for g in &s.workers {
+            let slots = s.group_slots(g) as usize;
+            let up = if s.autoscaler.is_some() {
+                g.count.0 as usize
+            } else {
+                slots
+            };
+            names.extend(
+                resident[first..first + up.min(slots)]
+                    .iter()
+                    .map(|m| m.as_str()),
+            );
+            first += slots;
+        }
         Ok(Some(Placement {
             default_model: s.workers[0].model,
             swapping: vec![None; group.len()],
@@ -296,6 +313,19 @@ impl Simulation {
         self.placement
             .as_deref()
             .is_none_or(|p| p.may_serve(w, seq.request.model.unwrap_or(p.default_model)))
+    }
+
+    /// An autoscaled replica `w` began (`true`) or stopped (`false`) serving its model.
+    pub(super) fn note_serving(&mut self, w: usize, serving: bool) {
+        let now = self.now;
+        if let Some(p) = self.placement.as_deref_mut() {
+            let m = p.resident[w].as_str();
+            if serving {
+                p.counters.loaded(now, m);
+            } else {
+                p.counters.unloaded(now, m);
+            }
+        }
     }
 
     /// Notes that a request was routed to `w` (its model's recency there).

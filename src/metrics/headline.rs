@@ -161,7 +161,10 @@ pub fn values(s: &Summary) -> BTreeMap<&'static str, f64> {
             .autoscaler
             .as_ref()
             .map(|a| a.cold_start_hits.requests as f64)),
-        opt(s.autoscaler.as_ref().map(|a| a.slo_attainment.worst)),
+        opt(s
+            .autoscaler
+            .as_ref()
+            .and_then(|a| a.slo_attainment.map(|x| x.worst))),
         opt(s
             .models
             .as_ref()

@@ -73,6 +73,9 @@ impl ReplicaLog {
 /// `summary.json` `autoscaler`: what scaling did and cost. Present only with `[autoscaler]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AutoscaleSummary {
+    /// The model of this deployment (in `models`, with several).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     pub metric: String,
     pub target: f64,
     pub min_replicas: u32,
@@ -102,10 +105,18 @@ pub struct AutoscaleSummary {
     /// Requests that found no ready replica and waited at the gateway for one.
     pub cold_start_hits: ColdStartHits,
     /// Per time-series window over the arrival window: the share of the requests that arrived in it that
-    /// completed within the SLO.
-    pub slo_attainment: SloAttainment,
-    /// Every change of the replica count asked for, in time order.
+    /// completed within the SLO. The fleet's only (absent in a model's block under `models`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_attainment: Option<SloAttainment>,
+    /// Every change of the replica count asked for, in time order (with several models: the fleet's
+    /// total at each model's change).
     pub changes: Vec<ScaleChange>,
+    /// With several models, each model's deployment (its own bounds, target, cold start, changes and
+    /// replica-hours); the fields above are then the fleet's: counts and hours summed, the bounds
+    /// summed, `metric` and `target` the `[autoscaler]` table's, `cold_start` the slowest model's,
+    /// `usd_per_gpu_hour` only when every model's GPUs cost the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<AutoscaleSummary>,
 }
 
 /// A cold start by term, seconds.

@@ -1011,7 +1011,7 @@ impl Summary {
             );
         }
         if let Some(a) = &self.autoscaler {
-            let att = &a.slo_attainment;
+            let att = a.slo_attainment;
             one_row_table(
                 &mut o,
                 "Autoscaler",
@@ -1044,17 +1044,46 @@ impl Summary {
                     ),
                     (
                         "SLO attainment: overall / worst window",
-                        if att.windows == 0 {
-                            "–".into()
-                        } else {
+                        if let Some(att) = att.filter(|a| a.windows > 0) {
                             format!(
                                 "{:.4} / {:.4} at {:.0} s",
                                 att.overall, att.worst, att.worst_at_s
                             )
+                        } else {
+                            "–".into()
                         },
                     ),
                 ],
             );
+            if !a.models.is_empty() {
+                use std::fmt::Write;
+                o.push_str(
+                    "\n| Autoscaled model | target | min–max | replicas: peak / mean / final | \
+                     scale-ups / -downs / replacements | cold start | replica-hours | cost | held for a replica |\n\
+                     |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+                );
+                for m in &a.models {
+                    let _ = writeln!(
+                        o,
+                        "| {} | {} | {}–{} | {} / {:.2} / {} | {} / {} / {} | {:.1} s | {:.3} | {} | {} (max {:.1} s) |",
+                        m.model.as_deref().unwrap_or("–"),
+                        m.target,
+                        m.min_replicas,
+                        m.max_replicas,
+                        m.replicas_peak,
+                        m.replicas_mean,
+                        m.replicas_final,
+                        m.scale_ups,
+                        m.scale_downs,
+                        m.replacements,
+                        m.cold_start.total_s,
+                        m.replica_hours,
+                        m.cost_usd.map_or("–".into(), |c| format!("${c:.2}")),
+                        m.cold_start_hits.requests,
+                        m.cold_start_hits.wait_ms_max / 1e3
+                    );
+                }
+            }
         }
         if let Some(m) = &self.models {
             let replicas = m

@@ -228,6 +228,8 @@ pub struct TimeSeries {
     pub kv: KvUsage,
     /// Replicas over time; empty unless the fleet is autoscaled (then `timeseries.csv` shows them).
     pub replicas: super::replicas::ReplicaLog,
+    /// With several autoscaled models: each model's replica counts (name, log), in deployment order.
+    pub replicas_by_model: Vec<(String, super::replicas::ReplicaLog)>,
 }
 
 /// KV-cache utilisation (blocks held by running sequences over the pool) of each worker over time,
@@ -257,6 +259,7 @@ impl TimeSeries {
             skipped: Vec::new(),
             kv: KvUsage::default(),
             replicas: super::replicas::ReplicaLog::default(),
+            replicas_by_model: Vec::new(),
         }
     }
 
@@ -446,7 +449,8 @@ impl TimeSeries {
     }
 
     /// `timeseries.csv`: one row per window from 0 to the last window with activity. An autoscaled run
-    /// adds the replicas at each window's end (ready, starting, billed) and the window's SLO attainment.
+    /// adds the replicas at each window's end (ready, starting, billed) and the window's SLO attainment,
+    /// and with several autoscaled models each model's billed replicas (`replicas_billed:MODEL`).
     pub fn to_csv(&self) -> Vec<u8> {
         use std::fmt::Write;
         let scaled = !self.replicas.is_empty();
@@ -455,11 +459,13 @@ impl TimeSeries {
              ttft_p50_ms,ttft_p95_ms,hit_rate,queue_depth,workers_up,failure_recompute_tokens,faults,\
              kv_util_mean,kv_util_max",
         );
-        o.push_str(if scaled {
-            ",replicas_ready,replicas_starting,replicas_billed,slo_attainment\n"
-        } else {
-            "\n"
-        });
+        if scaled {
+            o.push_str(",replicas_ready,replicas_starting,replicas_billed,slo_attainment");
+            for (model, _) in &self.replicas_by_model {
+                let _ = write!(o, ",replicas_billed:{model}");
+            }
+        }
+        o.push('\n');
         let width = self.spec.window.as_secs_f64();
         for (i, w) in self.windows.iter().enumerate() {
             let ms = |q: f64| {
@@ -519,6 +525,10 @@ impl TimeSeries {
                     String::new()
                 };
                 let _ = write!(o, ",{},{},{},{slo}", c.ready, c.starting, c.billed);
+                for (_, log) in &self.replicas_by_model {
+                    let c = log.at(SimTime(end.0.saturating_sub(1))).unwrap_or_default();
+                    let _ = write!(o, ",{}", c.billed);
+                }
             }
             o.push('\n');
         }

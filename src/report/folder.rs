@@ -108,8 +108,12 @@ fn read_rows(path: &Path) -> Result<Rows, FolderError> {
 /// `timeseries.csv`'s KV-utilisation columns, one entry per window (`None` where empty, or for every
 /// window of a folder written before the columns existed).
 /// Per window: the KV utilisation (mean, max) and, for an autoscaled run, the replicas (ready,
-/// starting, billed).
-type KvAndReplicas = (Option<(f64, f64)>, Option<(u32, u32, u32)>);
+/// starting, billed), and with several autoscaled models each one's billed replicas.
+type KvAndReplicas = (
+    Option<(f64, f64)>,
+    Option<(u32, u32, u32)>,
+    Vec<(String, u32)>,
+);
 
 fn read_kv(path: &Path) -> Result<Vec<KvAndReplicas>, FolderError> {
     let name = path.display().to_string();
@@ -130,6 +134,14 @@ fn read_kv(path: &Path) -> Result<Vec<KvAndReplicas>, FolderError> {
         col("replicas_starting"),
         col("replicas_billed"),
     ];
+    let by_model: Vec<(usize, String)> = head
+        .iter()
+        .enumerate()
+        .filter_map(|(c, h)| {
+            h.strip_prefix("replicas_billed:")
+                .map(|m| (c, m.to_string()))
+        })
+        .collect();
     let mut out = Vec::new();
     for (i, rec) in r.records().enumerate() {
         let line = i + 2;
@@ -153,7 +165,13 @@ fn read_kv(path: &Path) -> Result<Vec<KvAndReplicas>, FolderError> {
             (Some(r), Some(st), Some(b)) => Some((r as u32, st as u32, b as u32)),
             _ => None,
         };
-        out.push((m.zip(x), counts));
+        let mut models = Vec::with_capacity(by_model.len());
+        for (c, model) in &by_model {
+            if let Some(n) = field(Some(*c), &format!("replicas_billed:{model}"))? {
+                models.push((model.clone(), n as u32));
+            }
+        }
+        out.push((m.zip(x), counts, models));
     }
     Ok(out)
 }
@@ -265,9 +283,10 @@ pub fn read(dir: &Path) -> Result<SavedRun, FolderError> {
         .iter()
         .zip(kv)
         .enumerate()
-        .map(|(i, ((h, prompt, cached), (kv, replicas)))| {
+        .map(|(i, ((h, prompt, cached), (kv, replicas, models)))| {
             let mut p = window_point(i, width_s, h, *prompt, *cached, kv);
             p.replicas = replicas;
+            p.model_replicas = models;
             p
         })
         .collect();

@@ -38,6 +38,9 @@ pub struct WindowPoint {
     /// An autoscaled run's replicas at the window's end: ready, starting, billed (`timeseries.csv`'s
     /// `replicas_ready`, `replicas_starting`, `replicas_billed`).
     pub replicas: Option<(u32, u32, u32)>,
+    /// With several autoscaled models: each model's billed replicas at the window's end
+    /// (`timeseries.csv`'s `replicas_billed:MODEL`).
+    pub model_replicas: Vec<(String, u32)>,
 }
 
 /// The numbers a run's plots show.
@@ -148,6 +151,7 @@ pub fn window_point(
         hit_rate: (prompt_tokens > 0).then(|| cached_tokens as f64 / prompt_tokens as f64),
         kv_util,
         replicas: None,
+        model_replicas: Vec::new(),
     }
 }
 
@@ -172,6 +176,11 @@ impl RunPlots {
                 if !ts.replicas.is_empty() {
                     let end = crate::time::SimTime(ts.start(i + 1).0.saturating_sub(1));
                     p.replicas = ts.replicas.at(end).map(|c| (c.ready, c.starting, c.billed));
+                    p.model_replicas = ts
+                        .replicas_by_model
+                        .iter()
+                        .map(|(m, log)| (m.clone(), log.at(end).map_or(0, |c| c.billed)))
+                        .collect();
                 }
                 p
             })
