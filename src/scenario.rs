@@ -1391,7 +1391,7 @@ fn find_named_subtable_line(text: &str, path: &str) -> Option<usize> {
 /// `workers.0.count` written as `workers[0].count`: a key that is a number indexes the array before it.
 fn index_segments(path: &str) -> String {
     let mut out = String::with_capacity(path.len() + 2);
-    for (i, seg) in path.split('.').enumerate() {
+    for (i, seg) in split_path(path).iter().enumerate() {
         if i > 0 && !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
             out.push_str(&format!("[{seg}]"));
         } else {
@@ -1404,6 +1404,33 @@ fn index_segments(path: &str) -> String {
     out
 }
 
+/// The segments of a dotted key path, as TOML reads a dotted key: a segment in double quotes
+/// (`models."llama-3.1-8b"`) may hold dots and keeps its quotes (so it can be split again);
+/// [`unquote`] takes them off.
+fn split_path(path: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut start, mut quoted) = (0, false);
+    for (i, c) in path.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            '.' if !quoted => {
+                out.push(&path[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&path[start..]);
+    out
+}
+
+/// A path segment without its double quotes, if it has them.
+fn unquote(seg: &str) -> &str {
+    seg.strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or(seg)
+}
+
 /// Sets `key.path=value` in a TOML table (`workers[0].count` or `workers.0.count`); `value` is read as TOML, or as a string if it is not TOML.
 fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), String> {
     let (path, raw) = assignment
@@ -1411,11 +1438,11 @@ fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), Strin
         .ok_or_else(|| "expected key.path=value".to_string())?;
     let value = toml_value(raw);
     let path = index_segments(path.trim());
-    let keys: Vec<&str> = path.split('.').collect();
+    let keys = split_path(&path);
     let mut cur = table;
     for (depth, k) in keys.iter().enumerate() {
         let last = depth + 1 == keys.len();
-        let (name, index) = match k.split_once('[') {
+        let (name, index) = match k.split_once('[').filter(|_| !k.starts_with('"')) {
             Some((n, rest)) => (
                 n,
                 Some(
@@ -1424,7 +1451,7 @@ fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), Strin
                         .map_err(|_| format!("bad index in `{k}`"))?,
                 ),
             ),
-            None => (*k, None),
+            None => (unquote(k), None),
         };
         if last && index.is_none() {
             cur.insert(name.to_string(), value);
@@ -1629,5 +1656,25 @@ policy = "least_outstanding"
         assert_eq!(dotted.worker_count(), 7);
         let e = Scenario::parse(GOOD, "s.toml", &["workers[3].count=1".into()]).unwrap_err();
         assert!(e.to_string().contains("no element 3"), "{e}");
+    }
+
+    /// A quoted segment may hold dots (a model's name), as in a TOML dotted key.
+    #[test]
+    fn override_paths_take_quoted_segments_whole() {
+        assert_eq!(
+            split_path(r#"autoscaler.models."llama-3.1-8b".max_replicas"#),
+            ["autoscaler", "models", "\"llama-3.1-8b\"", "max_replicas"]
+        );
+        let text = format!(
+            "{GOOD}\n[autoscaler]\nmax_replicas = 4\nmetric = \"rps\"\ntarget = 1.0\n"
+        );
+        let s = Scenario::parse(
+            &text,
+            "s.toml",
+            &[r#"autoscaler.models."llama-3.1-8b".max_replicas=3"#.into()],
+        );
+        let a = s.unwrap().autoscaler.unwrap();
+        assert_eq!(a.models["llama-3.1-8b"].max_replicas.unwrap().0, 3);
+        assert_eq!(index_segments(r#"workers.0."a.b""#), r#"workers[0]."a.b""#);
     }
 }
