@@ -1665,9 +1665,8 @@ policy = "least_outstanding"
             split_path(r#"autoscaler.models."llama-3.1-8b".max_replicas"#),
             ["autoscaler", "models", "\"llama-3.1-8b\"", "max_replicas"]
         );
-        let text = format!(
-            "{GOOD}\n[autoscaler]\nmax_replicas = 4\nmetric = \"rps\"\ntarget = 1.0\n"
-        );
+        let text =
+            format!("{GOOD}\n[autoscaler]\nmax_replicas = 4\nmetric = \"rps\"\ntarget = 1.0\n");
         let s = Scenario::parse(
             &text,
             "s.toml",

@@ -313,7 +313,8 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
         )
 }
 
-/// An optional `[autoscaler]` (it applies only to a fleet of one group; others are rejected and skipped).
+/// An optional `[autoscaler]` (with one model on every group, it applies only to a fleet of one group;
+/// others are rejected and skipped; `autoscaled_models` gives each group its own model).
 fn autoscaler() -> impl Strategy<Value = String> {
     prop_oneof![
         2 => Just(String::new()),
@@ -331,6 +332,59 @@ fn autoscaler() -> impl Strategy<Value = String> {
                 "\n[autoscaler]\nmin_replicas = {min}\nmax_replicas = {max}\nmetric = \"{metric}\"\ntarget = {target}\ninterval = {interval}\nscale_down_window = {window}\nimage_pull = {cold}\nweight_load = \"1s\"\nwarmup = \"1s\"\ndrain_grace = {grace}\nscale_to_zero_grace = {grace}\n"
             )),
     ]
+}
+
+/// Two models, each its own autoscaled deployment (`[autoscaler.models.NAME]` bounds and targets), a
+/// workload of two classes naming them (and sometimes a third model nobody serves), and faults.
+fn autoscaled_models() -> impl Strategy<Value = String> {
+    let model = |name: &'static str| {
+        (0u32..3, 1u32..4, 0u32..4, number(&["0.5", "1.0", "4.0"])).prop_map(
+            move |(min, spread, start, target)| {
+                let max = min.max(1) + spread - 1;
+                let count = (min + start).clamp(1, max);
+                (name, min, max, count, target)
+            },
+        )
+    };
+    (
+        model("llama-3.1-8b"),
+        model("qwen3-8b"),
+        autoscaler().prop_filter("an autoscaler", |a| !a.is_empty()),
+        prop::collection::vec(fault(6), 0..3),
+        any::<bool>(),
+        0..i64::MAX as u64,
+    )
+        .prop_map(|(a, b, scaler, faults, stray, seed)| {
+            let mut t = format!(
+                "name = \"fuzz-models\"\nseed = {seed}\nduration = \"20s\"\nmax_requests = 80\n"
+            );
+            for (name, _, _, count, _) in [&a, &b] {
+                t += &format!(
+                    "\n[[workers]]\ncount = {count}\ngpu = \"h100\"\nmodel = \"{name}\"\nkv_blocks = 400\n"
+                );
+            }
+            t += "\n[workload]\nkind = \"mix\"\n";
+            let mut models = vec![a.0, b.0];
+            if stray {
+                models.push("mistral-7b");
+            }
+            for m in models {
+                t += &format!(
+                    "\n[[workload.classes]]\nname = \"{m}\"\n[workload.classes.traffic]\nkind = \"poisson\"\nmodel = \"{m}\"\nrate = 3.0\nprompt = {{ dist = \"fixed\", tokens = 64 }}\noutput = {{ dist = \"fixed\", tokens = 8 }}\n"
+                );
+            }
+            t += "\n[router]\npolicy = \"least_outstanding\"\n";
+            t += &scaler;
+            for (name, min, max, _, target) in [&a, &b] {
+                t += &format!(
+                    "\n[autoscaler.models.\"{name}\"]\nmin_replicas = {min}\nmax_replicas = {max}\ntarget = {target}\n"
+                );
+            }
+            for f in faults {
+                t += &f;
+            }
+            t
+        })
 }
 
 /// Validates and, if valid and within its limits, runs `text` with `set` to its end, checking that
@@ -354,8 +408,9 @@ fn run(text: &str, file: &str, set: &[String]) {
         r.completed + r.failed + r.rejected,
         "every request accounted for:\n{text}\n{set:?}"
     );
-    // With adapters, the same scenario runs to the same summary, byte for byte.
-    if s.workload.adapters.is_some() {
+    // With adapters or several autoscaled models, the same scenario runs to the same summary, byte
+    // for byte.
+    if s.workload.adapters.is_some() || s.autoscaler.as_ref().is_some_and(|_| s.workers.len() > 1) {
         let again = Simulation::from_scenario(&s)
             .unwrap()
             .try_run(&mut |_| {})
@@ -394,6 +449,11 @@ proptest! {
     #[test]
     fn generated_scenarios_run_to_the_end_and_lose_no_request((text, set) in scenario()) {
         run(&text, "fuzz.toml", &set);
+    }
+
+    #[test]
+    fn several_autoscaled_models_run_to_the_end_deterministically(text in autoscaled_models()) {
+        run(&text, "fuzz-models.toml", &[]);
     }
 
     #[test]
