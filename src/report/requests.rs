@@ -72,16 +72,20 @@ pub struct Labels {
 }
 
 impl Labels {
-    /// The classes and adapters of `s`'s workload (and of each class's traffic).
+    /// The classes and adapters of `s`'s workload (and of each class's traffic): the adapters of an
+    /// `adapters` table, and those a trace's rows name (read from the trace once more).
     pub fn of(s: &crate::scenario::Scenario) -> Labels {
         let classes = s.workload.class_list();
-        let sets = std::iter::once(&s.workload)
-            .chain(classes.iter().map(|c| &c.traffic))
-            .filter_map(|w| w.adapters.as_ref());
+        let workloads = || std::iter::once(&s.workload).chain(classes.iter().map(|c| &c.traffic));
         let mut adapters = rustc_hash::FxHashMap::default();
-        for set in sets {
+        for set in workloads().filter_map(|w| w.adapters.as_ref()) {
             for i in 0..set.count.0 {
                 adapters.insert(set.adapter(i).id, set.adapter_name(i));
+            }
+        }
+        for w in workloads().filter(|w| w.kind == crate::workload::WorkloadKind::Trace) {
+            if let Ok((path, options)) = w.trace(s.seed) {
+                adapters.extend(crate::workload::trace::adapter_names(&path, &options));
             }
         }
         Labels {

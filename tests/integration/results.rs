@@ -370,6 +370,66 @@ fn requests_name_their_class_model_and_adapter() {
     assert!(count("tenant-0") > count("tenant-39"));
 }
 
+/// A trace whose rows name LoRA adapters (and ranks): the requests carry them, `requests.parquet` names
+/// them as the trace does, and the LoRA block counts them.
+#[test]
+fn trace_rows_name_their_adapters() {
+    let tmp = TempDir::new("results-trace-adapters");
+    let mut rows = String::new();
+    for i in 0..30 {
+        let adapter = match i % 3 {
+            0 => r#","adapter":"alpha""#.to_string(),
+            1 => r#","adapter":"beta","adapter_rank":8"#.to_string(),
+            _ => String::new(),
+        };
+        rows += &format!(
+            "{{\"id\":{i},\"arrival\":{}.{},\"input\":200,\"output\":20{adapter}}}\n",
+            i / 10,
+            i % 10
+        );
+    }
+    std::fs::write(tmp.path("trace.jsonl"), rows).unwrap();
+    let scenario = tmp.path("trace-adapters.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"trace-adapters\"\nduration = \"20s\"\n[[workers]]\ncount = 1\ngpu = \"h100\"\n\
+         model = \"llama-3.1-8b\"\n[workers.lora]\nmax_loras = 1\n[workload]\nkind = \"trace\"\n\
+         path = \"trace.jsonl\"\n",
+    )
+    .unwrap();
+    let dir = tmp.path("out");
+    fleetsim()
+        .args(["run", "--quiet", "--out"])
+        .arg(&dir)
+        .arg(&scenario)
+        .assert()
+        .success();
+    let df = check_requests(&dir);
+    let ids: Vec<Option<i64>> = df
+        .column("request_id")
+        .unwrap()
+        .i64()
+        .unwrap()
+        .iter()
+        .collect();
+    let adapters = strs(&df, "adapter");
+    assert_eq!(adapters.len(), 30);
+    for (id, a) in ids.into_iter().zip(&adapters) {
+        let want = match id.unwrap() % 3 {
+            0 => Some("alpha"),
+            1 => Some("beta"),
+            _ => None,
+        };
+        assert_eq!(a.as_deref(), want, "request {id:?}");
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let lora = &summary["lora"];
+    assert_eq!(lora["requests_with_adapter"], 20, "{lora}");
+    assert_eq!(lora["adapters_requested"], 2, "{lora}");
+    assert!(lora["gpu_loads"].as_u64().unwrap() >= 2, "{lora}");
+}
+
 #[test]
 fn compare_writes_requests_parquet_per_policy_with_retried_requests() {
     let tmp = TempDir::new("results-compare");

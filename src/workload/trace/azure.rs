@@ -59,6 +59,7 @@ impl Parser for AzureParser {
         let since = u64::try_from(t - first).map_err(|_| "timestamp out of range".to_string())?;
         Ok(Some(TraceRow {
             model: None,
+            adapter: None,
             line,
             id,
             session: None,

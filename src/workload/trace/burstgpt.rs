@@ -160,6 +160,7 @@ impl Parser for BurstGptParser {
         }
         Ok(Some(TraceRow {
             model: None,
+            adapter: None,
             line,
             id,
             session,

@@ -111,6 +111,30 @@ pub struct TraceRow {
     pub segments: Vec<Segment>,
     /// The model the request asks for (fleetsim's own format only; `None` in the others).
     pub model: Option<crate::hardware::ModelId>,
+    /// The LoRA adapter it asks for on top of its model (fleetsim's own format only).
+    pub adapter: Option<TraceAdapter>,
+}
+
+/// A LoRA adapter named by a trace row: its name (the request's adapter id is the name's hash, as for
+/// a workload's `adapters`) and its rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceAdapter {
+    pub name: String,
+    pub rank: u32,
+}
+
+impl TraceAdapter {
+    /// The adapter's LoRA rank when a row gives none: vLLM's default `max_lora_rank`, as the
+    /// workload's `adapters.rank`.
+    pub const DEFAULT_RANK: u32 = 16;
+
+    /// The adapter a request carries.
+    pub fn adapter(&self) -> crate::lora::AdapterRef {
+        crate::lora::AdapterRef {
+            id: crate::rng::fnv1a(self.name.as_bytes()),
+            rank: self.rank,
+        }
+    }
 }
 
 impl TraceRow {
@@ -131,8 +155,12 @@ impl TraceRow {
             self.segments.clone(),
         );
         r.private_tail = self.segments.last().map(|s| s.content) == Some(unique_content(self.id));
-        match self.model {
+        let r = match self.model {
             Some(m) => r.for_model(m),
+            None => r,
+        };
+        match &self.adapter {
+            Some(a) => r.for_adapter(a.adapter()),
             None => r,
         }
     }
@@ -147,6 +175,7 @@ impl TraceRow {
             output_tokens: r.output_tokens,
             segments: r.segments.clone(),
             model: None,
+            adapter: None,
         }
     }
 }
@@ -612,6 +641,32 @@ pub fn check(path: &Path, options: &TraceOptions) -> Result<(u64, Vec<String>), 
         n += 1;
     }
     Ok((n, rows.notes()))
+}
+
+/// The distinct LoRA adapters a trace's rows name, as (adapter id, name), in first-seen order: the
+/// names `requests.parquet` shows. Empty for a format that carries none, or a trace that cannot be
+/// read (its error is the workload's to report).
+pub fn adapter_names(path: &Path, options: &TraceOptions) -> Vec<(u64, String)> {
+    let native = match options.format {
+        Some(f) => f == TraceFormat::Native,
+        None => TraceFormat::detect(path).is_ok_and(|f| f == TraceFormat::Native),
+    };
+    if !native {
+        return Vec::new();
+    }
+    let Ok(rows) = RowStream::open(path, options) else {
+        return Vec::new();
+    };
+    let mut seen = rustc_hash::FxHashSet::default();
+    let mut names = Vec::new();
+    for row in rows.map_while(Result::ok) {
+        if let Some(a) = row.adapter
+            && seen.insert(a.name.clone())
+        {
+            names.push((a.adapter().id, a.name));
+        }
+    }
+    names
 }
 
 /// Where a trace writer puts rows: one line per row.

@@ -139,6 +139,7 @@ impl Parser for MooncakeParser {
         self.next_id += 1;
         Ok(Some(TraceRow {
             model: None,
+            adapter: None,
             line,
             id,
             session,

@@ -41,10 +41,20 @@ pub const CSV_COLUMNS: [&str; 8] = [
     "id", "session", "turn", "arrival", "think", "input", "output", "segments",
 ];
 
-/// The columns the CSV flavour may have: those it writes, and `model` (read, never written: a trace
-/// whose requests name models is written as JSON Lines).
-const READ_COLUMNS: [&str; 9] = [
-    "id", "session", "turn", "arrival", "think", "input", "output", "segments", "model",
+/// The columns the CSV flavour may have: those it writes, and `model`, `adapter` and `adapter_rank`
+/// (read, never written: a trace whose requests name models or adapters is written as JSON Lines).
+const READ_COLUMNS: [&str; 11] = [
+    "id",
+    "session",
+    "turn",
+    "arrival",
+    "think",
+    "input",
+    "output",
+    "segments",
+    "model",
+    "adapter",
+    "adapter_rank",
 ];
 
 #[derive(Deserialize)]
@@ -63,6 +73,9 @@ struct JsonLine<'a> {
     segments: Option<Vec<Cow<'a, str>>>,
     #[serde(borrow)]
     model: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    adapter: Option<Cow<'a, str>>,
+    adapter_rank: Option<i64>,
 }
 
 /// One row's fields before checking, whichever flavour they came from.
@@ -77,11 +90,13 @@ struct Fields<'a> {
     output: Option<i64>,
     segments: Option<Vec<Cow<'a, str>>>,
     model: Option<Cow<'a, str>>,
+    adapter: Option<Cow<'a, str>>,
+    adapter_rank: Option<i64>,
 }
 
 /// Reads native lines (JSONL or CSV).
 pub struct NativeParser {
-    csv: Option<Option<[Option<usize>; 9]>>,
+    csv: Option<Option<[Option<usize>; 11]>>,
     prev: Option<Option<SessionRef>>,
     last_arrival: Option<SimTime>,
     ids_given: Option<bool>,
@@ -192,6 +207,18 @@ impl NativeParser {
             }],
         };
         let model = f.model.as_deref().map(parse_model).transpose()?;
+        let adapter = match (f.adapter.as_deref().map(str::trim), f.adapter_rank) {
+            (Some(""), _) => return Err("`adapter`: the name is empty".into()),
+            (Some(name), rank) => Some(super::TraceAdapter {
+                name: name.to_string(),
+                rank: match rank {
+                    Some(r) => check_count("adapter_rank", r, 1)?,
+                    None => super::TraceAdapter::DEFAULT_RANK,
+                },
+            }),
+            (None, Some(_)) => return Err("`adapter_rank` needs an `adapter`".into()),
+            (None, None) => None,
+        };
         if let Timing::At(t) = timing {
             self.last_arrival = Some(t);
         }
@@ -209,6 +236,7 @@ impl NativeParser {
             output_tokens: output,
             segments,
             model,
+            adapter,
         })
     }
 }
@@ -257,7 +285,7 @@ impl Parser for NativeParser {
 
     fn header(&mut self, line: &str) -> Result<(), String> {
         let h = Header::parse(line)?;
-        let mut cols = [None; 9];
+        let mut cols = [None; 11];
         for (slot, name) in cols.iter_mut().zip(READ_COLUMNS) {
             *slot = h.find(name);
         }
@@ -308,6 +336,8 @@ impl Parser for NativeParser {
                     output: j.output,
                     segments: j.segments,
                     model: j.model,
+                    adapter: j.adapter,
+                    adapter_rank: j.adapter_rank,
                 };
                 self.check(line, f).map(Some)
             }
@@ -322,14 +352,14 @@ impl Parser for NativeParser {
                 };
                 let int = |i: usize| -> Result<Option<i64>, String> {
                     get(i)
-                        .map(|v| parse_count(v).map_err(|m| format!("`{}`: {m}", CSV_COLUMNS[i])))
+                        .map(|v| parse_count(v).map_err(|m| format!("`{}`: {m}", READ_COLUMNS[i])))
                         .transpose()
                 };
                 let nonneg = |i: usize| -> Result<Option<u64>, String> {
                     int(i)?
                         .map(|v| {
                             u64::try_from(v)
-                                .map_err(|_| format!("`{}` is negative: {v}", CSV_COLUMNS[i]))
+                                .map_err(|_| format!("`{}` is negative: {v}", READ_COLUMNS[i]))
                         })
                         .transpose()
                 };
@@ -346,6 +376,8 @@ impl Parser for NativeParser {
                     output: int(6)?,
                     segments: get(7).map(|s| s.split_whitespace().map(Cow::Borrowed).collect()),
                     model: get(8).map(Cow::Borrowed),
+                    adapter: get(9).map(Cow::Borrowed),
+                    adapter_rank: int(10)?,
                 };
                 self.check(line, f).map(Some)
             }
@@ -391,10 +423,10 @@ impl<W: Write> TraceWriter for NativeWriter<W> {
             Timing::After(d) => (None, Some(format_secs(d.0))),
         };
         let segs: Vec<String> = row.segments.iter().map(segment_text).collect();
-        if self.csv && row.model.is_some() {
+        if self.csv && (row.model.is_some() || row.adapter.is_some()) {
             return Err(format!(
-                "request {} names a model, which the CSV flavour does not carry: write JSON Lines \
-                 (a .jsonl file) instead",
+                "request {} names a model or an adapter, which the CSV flavour does not carry: write \
+                 JSON Lines (a .jsonl file) instead",
                 row.id
             ));
         }
@@ -431,6 +463,10 @@ impl<W: Write> TraceWriter for NativeWriter<W> {
             ));
             if let Some(m) = row.model {
                 o.push_str(&format!(",\"model\":\"{}\"", m.as_str()));
+            }
+            if let Some(a) = &row.adapter {
+                let name = serde_json::to_string(&a.name).map_err(|e| e.to_string())?;
+                o.push_str(&format!(",\"adapter\":{name},\"adapter_rank\":{}", a.rank));
             }
             o.push('}');
             writeln!(self.out, "{o}")
@@ -602,6 +638,63 @@ mod tests {
         assert_eq!(row.model, Some(ModelId::Mistral7b));
         let e = jsonl(&[r#"{"arrival":1,"input":1,"output":1,"model":"gpt-5"}"#]).unwrap_err();
         assert!(e.contains("unknown model `gpt-5`"), "{e}");
+    }
+
+    /// A row may name a LoRA adapter (and its rank; 16 without): the request carries it, keyed by the
+    /// name's hash as a workload's `adapters` are, and JSON Lines writes it back; CSV reads it only.
+    #[test]
+    fn a_row_names_its_adapter_and_jsonl_writes_it_back() {
+        let line = r#"{"id":0,"arrival":1,"input":1,"output":1,"segments":["0000000000000002:1"],"adapter":"tenant-7","adapter_rank":8}"#;
+        let rows = jsonl(&[line]).unwrap();
+        let a = rows[0].adapter.as_ref().unwrap();
+        assert_eq!((a.name.as_str(), a.rank), ("tenant-7", 8));
+        let r = rows[0].to_request(SimTime::ZERO);
+        let named = crate::workload::adapters::AdapterSpec {
+            count: crate::config::PositiveInt(8),
+            zipf: crate::config::NonNegative(1.0),
+            name: "tenant".into(),
+            rank: crate::config::PositiveInt(8),
+            base: None,
+        };
+        assert_eq!(r.adapter, Some(named.adapter(7)));
+        let mut out = Vec::new();
+        {
+            let mut w = NativeWriter::new(&mut out, false);
+            w.write_row(&rows[0]).unwrap();
+            w.finish().unwrap();
+        }
+        assert_eq!(String::from_utf8(out).unwrap().trim(), line);
+        let rows = jsonl(&[r#"{"arrival":1,"input":1,"output":1,"adapter":"a"}"#]).unwrap();
+        assert_eq!(rows[0].adapter.as_ref().unwrap().rank, 16);
+        let mut p = NativeParser::new(true);
+        p.header("arrival,input,output,adapter,adapter_rank")
+            .unwrap();
+        let row = p.parse(2, "1,1,1,tenant-7,8").unwrap().unwrap();
+        assert_eq!(row.adapter, rows_adapter("tenant-7", 8));
+        for (bad, why) in [
+            (
+                r#"{"arrival":1,"input":1,"output":1,"adapter":""}"#,
+                "the name is empty",
+            ),
+            (
+                r#"{"arrival":1,"input":1,"output":1,"adapter_rank":8}"#,
+                "needs an `adapter`",
+            ),
+            (
+                r#"{"arrival":1,"input":1,"output":1,"adapter":"a","adapter_rank":0}"#,
+                "adapter_rank",
+            ),
+        ] {
+            let e = jsonl(&[bad]).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    fn rows_adapter(name: &str, rank: u32) -> Option<super::super::TraceAdapter> {
+        Some(super::super::TraceAdapter {
+            name: name.into(),
+            rank,
+        })
     }
 
     #[test]

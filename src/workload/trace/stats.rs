@@ -373,6 +373,7 @@ mod tests {
     fn row(id: u64, at: u64, segs: &[(u64, u32)], out: u32) -> TraceRow {
         TraceRow {
             model: None,
+            adapter: None,
             line: 0,
             id,
             session: None,

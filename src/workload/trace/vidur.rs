@@ -57,6 +57,7 @@ impl Parser for VidurParser {
         self.next_id += 1;
         Ok(Some(TraceRow {
             model: None,
+            adapter: None,
             line,
             id,
             session: None,
