@@ -29,6 +29,8 @@ pub struct EstimateRequest {
     pub model: ModelId,
     pub tp: u32,
     pub precision: Precision,
+    /// The KV cache's data type, if not the weights' precision (vLLM's `--kv-cache-dtype`).
+    pub kv_cache_dtype: Option<Precision>,
     /// Prompt tokens of every request.
     pub prompt: u32,
     /// Output tokens of every request.
@@ -243,6 +245,7 @@ fn simulate(
 /// Estimates `req`, or says why it cannot (the model does not fit, a request is longer than the KV cache).
 pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
     let mut group = WorkerGroup::single(req.gpu, req.model, req.tp, req.precision);
+    group.kv_cache_dtype = req.kv_cache_dtype;
     if let Some((name, p)) = &req.profile {
         group.use_profile(name.clone(), p.clone())?;
     }
@@ -319,6 +322,7 @@ mod tests {
             model: ModelId::Llama31_8b,
             tp: 1,
             precision: Precision::Bf16,
+            kv_cache_dtype: None,
             prompt: 1000,
             output: 100,
             concurrency,

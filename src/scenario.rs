@@ -146,6 +146,11 @@ pub struct WorkerGroup {
     pub tp: PositiveInt,
     #[serde(default)]
     pub precision: Precision,
+    /// The KV cache's data type, vLLM's `--kv-cache-dtype`; unset: the weights' precision (an `fp8`
+    /// group keeps an FP8 KV cache). vLLM's own default (`auto`) keeps an FP8 checkpoint's KV cache in
+    /// BF16, with half the tokens per GiB: set `"bf16"` to match a server started without the flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_dtype: Option<Precision>,
     #[serde(default = "defaults::max_num_batched_tokens")]
     pub max_num_batched_tokens: PositiveInt,
     #[serde(default = "defaults::max_num_seqs")]
@@ -225,6 +230,7 @@ impl WorkerGroup {
             models: Vec::new(),
             tp: PositiveInt(tp),
             precision,
+            kv_cache_dtype: None,
             max_num_batched_tokens: PositiveInt(
                 crate::hardware::memory::vllm_server_defaults(gpu).max_num_batched_tokens,
             ),
@@ -265,9 +271,13 @@ impl WorkerGroup {
     /// The step-time model of each worker in the group: from its profile file if it names one, else the
     /// built-in calibrated profile (or the nearest, spec-scaled).
     pub fn perf(&self) -> PerfModel {
-        match &self.loaded_profile {
+        let perf = match &self.loaded_profile {
             Some((name, p)) => PerfModel::from_profile(p, name.clone()),
             None => PerfModel::calibrated(self.gpu, self.model, self.tp.0, self.precision),
+        };
+        match self.kv_cache_dtype {
+            Some(kv) if kv != self.precision => perf.with_kv_dtype(kv),
+            _ => perf,
         }
     }
 
@@ -438,6 +448,10 @@ impl Scenario {
             }
             crate::hardware::check_precision(g.gpu, g.precision)
                 .map_err(|m| (at("precision"), m))?;
+            if let Some(kv) = g.kv_cache_dtype {
+                crate::hardware::check_precision(g.gpu, kv)
+                    .map_err(|m| (at("kv_cache_dtype"), m))?;
+            }
             if g.gpu_memory_utilization.0 == 0.0 {
                 return Err((
                     at("gpu_memory_utilization"),
@@ -1656,6 +1670,32 @@ policy = "least_outstanding"
         assert_eq!(dotted.worker_count(), 7);
         let e = Scenario::parse(GOOD, "s.toml", &["workers[3].count=1".into()]).unwrap_err();
         assert!(e.to_string().contains("no element 3"), "{e}");
+    }
+
+    /// `kv_cache_dtype`: an FP8 cache needs a GPU with FP8, and a BF16 cache on an FP8 group holds half
+    /// the tokens of the group's default FP8 cache.
+    #[test]
+    fn kv_cache_dtype_is_checked_and_sets_the_cache_s_bytes() {
+        let a100 = GOOD.replace("gpu = \"h100\"", "gpu = \"a100\"\nkv_cache_dtype = \"fp8\"");
+        let e = err(&a100);
+        assert!(e.contains("workers[0].kv_cache_dtype"), "{e}");
+        let fp8 = GOOD.replace("gpu = \"h100\"", "gpu = \"h100\"\nprecision = \"fp8\"");
+        let bf16_cache = fp8.replace(
+            "precision = \"fp8\"",
+            "precision = \"fp8\"\nkv_cache_dtype = \"bf16\"",
+        );
+        let g = |text: &str| Scenario::parse(text, "s.toml", &[]).unwrap().workers[0].clone();
+        let (a, b) = (g(&fp8).perf(), g(&bf16_cache).perf());
+        assert_eq!(
+            b.kv_bytes_per_token_per_gpu(),
+            2.0 * a.kv_bytes_per_token_per_gpu()
+        );
+        assert_eq!(b.weight_bytes_per_gpu(), a.weight_bytes_per_gpu());
+        let (na, nb) = (
+            g(&fp8).kv_blocks().unwrap(),
+            g(&bf16_cache).kv_blocks().unwrap(),
+        );
+        assert!(nb == na / 2 || nb + 1 == na / 2, "{na} {nb}");
     }
 
     /// A quoted segment may hold dots (a model's name), as in a TOML dotted key.

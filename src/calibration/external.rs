@@ -201,6 +201,7 @@ impl ExternalPoint {
             model: self.model,
             tp: self.tp,
             precision: self.precision,
+            kv_cache_dtype: None,
             prompt,
             output,
             concurrency,

@@ -163,11 +163,13 @@ fn kv_capacity(o: &mut String, c: &Calibration) {
             let p = &r.point;
             let _ = writeln!(
                 o,
-                "| {} {} tp{} {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} |",
+                "| {} {} tp{} {}{} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} |",
                 p.gpu.as_str(),
                 p.model.as_str(),
                 p.tp,
                 p.precision.as_str(),
+                p.kv_cache_dtype
+                    .map_or(String::new(), |kv| format!(", KV {}", kv.as_str())),
                 p.vllm,
                 p.gpu_memory_utilization,
                 p.logged_tokens,
@@ -195,9 +197,18 @@ fn kv_capacity(o: &mut String, c: &Calibration) {
          row checks the transfer to another model, TP degree and the communication term. The V0 log \
          (vLLM V0 on an A100 40GB, without chunked prefill: its profiling run is one \
          `max_model_len`-token prompt, and it reports a 9.37 GiB activation peak) is a behaviour of that \
-         engine generation the reserve does not follow; it is kept to show the gap, not fitted. Only \
-         three V1 logs with their configuration were found; where the KV cache binds, set `kv_blocks` on \
-         the worker group to a logged value / 16.\n"
+         engine generation the reserve does not follow; it is kept to show the gap, not fitted.\n\n\
+         The eight vLLM 0.19.0 rows are full start-up logs (one H100 node, utilisation 0.95): the \
+         estimate comes 2.9–5.6% under every one of them. Their own memory lines say why: the profiling \
+         run's torch peak is 1.9–2.3 GiB there, against the 4–5 GiB of activations and sampler warm-up the \
+         fitted reserve holds, which follows the 2025 logs it was fitted to (vLLM 0.17 cut that peak: on \
+         Qwen3-14B it fell from 5.64 to 2.23 GiB between 0.16 and 0.17, per the same repository's version \
+         sweep at commit a95e9f6, `accuracy/results/version-sweep/`). Two of them carry the lesson for FP8: vLLM's `--kv-cache-dtype auto` keeps an FP8 \
+         checkpoint's KV cache in BF16, so Llama-3.3-70B FP8 at TP 2 holds 244,304 tokens, half of what \
+         an FP8 cache would; a group with `precision = \"fp8\"` keeps an FP8 cache unless it sets \
+         `kv_cache_dtype = \"bf16\"` (the rows marked \"KV bf16\"), and without it the estimate would be \
+         +92% and +94% on those two rows. Where the KV cache binds, set `kv_cache_dtype` to what the server runs, \
+         or `kv_blocks` on the worker group to a logged value / 16.\n"
     );
 }
 

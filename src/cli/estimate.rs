@@ -13,6 +13,7 @@ pub(super) struct Args {
     pub model: ModelId,
     pub tp: u32,
     pub precision: Precision,
+    pub kv_cache_dtype: Option<Precision>,
     pub prompt: u32,
     pub output: u32,
     pub concurrency: Option<u32>,
@@ -24,6 +25,10 @@ pub(super) struct Args {
 /// Estimates `a`, with the step times of the profile file `profile` if given; prints JSON or a table.
 pub(super) fn estimate(a: Args, profile: Option<&Path>, json: bool) -> Result<()> {
     crate::hardware::check_precision(a.gpu, a.precision).map_err(anyhow::Error::msg)?;
+    if let Some(kv) = a.kv_cache_dtype {
+        crate::hardware::check_precision(a.gpu, kv)
+            .map_err(|m| anyhow::anyhow!("--kv-cache-dtype: {m}"))?;
+    }
     let profile = match profile {
         Some(path) => Some((path.display().to_string(), Profile::load(path)?)),
         None => None,
@@ -33,6 +38,7 @@ pub(super) fn estimate(a: Args, profile: Option<&Path>, json: bool) -> Result<()
         model: a.model,
         tp: a.tp,
         precision: a.precision,
+        kv_cache_dtype: a.kv_cache_dtype,
         prompt: a.prompt,
         output: a.output,
         concurrency: a.concurrency,

@@ -260,6 +260,10 @@ pub enum Command {
         /// Precision of weights and KV cache.
         #[arg(long, default_value = "bf16", value_parser = parse_id::<Precision>)]
         precision: Precision,
+        /// The KV cache's data type when it differs from --precision (vLLM's --kv-cache-dtype; vLLM's
+        /// default keeps an FP8 checkpoint's KV cache in bf16).
+        #[arg(long, value_parser = parse_id::<Precision>)]
+        kv_cache_dtype: Option<Precision>,
         /// Prompt tokens per request.
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         prompt: u32,
@@ -671,6 +675,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             model,
             tp,
             precision,
+            kv_cache_dtype,
             prompt,
             output,
             concurrency,
@@ -684,6 +689,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
                 model,
                 tp,
                 precision,
+                kv_cache_dtype,
                 prompt,
                 output,
                 concurrency,

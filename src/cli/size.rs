@@ -168,7 +168,13 @@ const FLOOR_SCALE: f64 = 0.02;
 const FLOOR_ROOM: f64 = 0.10;
 
 pub(super) fn size(a: Args) -> Result<()> {
-    let base = super::load_checked(a.scenario, a.set, a.force)?;
+    let mut base = super::load_checked(a.scenario, a.set, a.force)?;
+    if base.workers.len() == 1
+        && let Some(auto) = &base.autoscaler
+    {
+        // The group's own `[autoscaler.models.NAME]` bounds become the table's: the bounds searched.
+        base.autoscaler = Some(auto.for_model(base.workers[0].model.as_str()));
+    }
     if base.workers.len() > 1 {
         if base.autoscaler.is_some() {
             bail!(

@@ -272,10 +272,7 @@ min_replicas = 0
         &[],
     )
     .unwrap();
-    let asking = |mut r: Request, m: ModelId| {
-        r.model = Some(m);
-        r
-    };
+    use super::placement_tests::asking;
     let (llama, qwen) = (ModelId::Llama31_8b, ModelId::Qwen3_8b);
     let (out, records) = super::placement_tests::run_with(
         &s,

@@ -46,7 +46,7 @@ pub(super) fn run_with(
     (sim.run(&mut |_| {}), records)
 }
 
-fn asking(mut r: Request, model: ModelId) -> Request {
+pub(super) fn asking(mut r: Request, model: ModelId) -> Request {
     r.model = Some(model);
     r
 }

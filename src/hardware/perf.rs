@@ -363,6 +363,19 @@ impl PerfModel {
         self
     }
 
+    /// The same replica with its KV cache held in `kv` rather than in the weights' precision (vLLM's
+    /// `--kv-cache-dtype`): the KV bytes per token, and so the capacity and the bytes attention reads,
+    /// follow `kv`; attention still computes in BF16.
+    pub fn with_kv_dtype(mut self, kv: Precision) -> Self {
+        let m = self.model.spec();
+        self.kv_bytes_per_token = f64::from(m.layers)
+            * 2.0
+            * f64::from(m.kv_heads_per_gpu(self.tp))
+            * f64::from(m.head_dim)
+            * kv.bytes();
+        self
+    }
+
     /// KV-cache bytes one token occupies on each GPU of the replica.
     pub fn kv_bytes_per_token_per_gpu(&self) -> f64 {
         self.kv_bytes_per_token

@@ -159,6 +159,7 @@ const SCENARIO_EDITS: &[(&str, &str, &str, Expect)] = &[
     ("as-metric-typo", "[slo]", "[autoscaler]\nmax_replicas = 4\nmetric = \"queue_lenght\"\ntarget = 1.0\n\n[slo]", Fail(&["as-metric-typo.toml:24:", "metric", "queue_lenght"])),
     ("as-count-outside", "[slo]", "[autoscaler]\nmin_replicas = 3\nmax_replicas = 4\nmetric = \"rps\"\ntarget = 1.0\n\n[slo]", Fail(&["as-count-outside.toml:7:", "workers[0].count", "between autoscaler.min_replicas (3)"])),
     ("as-key-typo", "[slo]", "[autoscaler]\nmax_replicas = 4\nmetric = \"rps\"\ntarget = 1.0\ncooldown = \"5m\"\n\n[slo]", Fail(&["as-key-typo.toml:26:", "cooldown", "unknown field"])),
+    ("kv-dtype-typo", "precision = \"bf16\"", "precision = \"bf16\"\nkv_cache_dtype = \"fp4\"", Fail(&["kv-dtype-typo.toml:11:", "kv_cache_dtype", "fp4"])),
     ("as-good", "[slo]", "[autoscaler]\nmax_replicas = 4\nmetric = \"rps\"\ntarget = 1.0\n\n[slo]", Ok(&["| TTFT |"])),
     ("as-model-unknown", "[slo]", "[autoscaler]\nmax_replicas = 4\nmetric = \"rps\"\ntarget = 1.0\n\n[autoscaler.models.qwen3-8b]\nmax_replicas = 2\n\n[slo]", Fail(&["as-model-unknown.toml:27:", "autoscaler.models.\"qwen3-8b\"", "no worker group serves this model", "`llama-3.1-8b`"])),
     ("as-model-min-over-max", "[slo]", "[autoscaler]\nmin_replicas = 2\nmax_replicas = 4\nmetric = \"rps\"\ntarget = 1.0\n\n[autoscaler.models.\"llama-3.1-8b\"]\nmax_replicas = 1\n\n[slo]", Fail(&["as-model-min-over-max.toml:29:", "autoscaler.models.\"llama-3.1-8b\".max_replicas", "at most max_replicas (1), got 2"])),

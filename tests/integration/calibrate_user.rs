@@ -147,6 +147,7 @@ fn a_fit_to_known_step_times_predicts_them_and_drives_estimate() {
         model: ModelId::Llama31_8b,
         tp: 1,
         precision: Precision::Bf16,
+        kv_cache_dtype: None,
         prompt: 2048,
         output: 64,
         concurrency: None,

@@ -194,6 +194,48 @@ fn tried(c: &serde_json::Value) -> Vec<(u64, u64, bool)> {
         .collect()
 }
 
+/// The group's own `[autoscaler.models.NAME]` bounds are the ones searched from: a floor of 3 written
+/// there is the scenario's floor (no pair below it is judged).
+#[test]
+fn a_models_entry_sets_the_floor_size_searches_from() {
+    let t = TempDir::new("size-autoscaled-model-entry");
+    let rate = 2.5 * mu_max();
+    let text = scenario(rate)
+        + &format!(
+            r#"
+[autoscaler]
+max_replicas = 1
+metric = "concurrency"
+target = {B}.0
+image_pull = "0s"
+weight_load = "0s"
+warmup = "600s"
+
+[autoscaler.models."llama-3.1-8b"]
+min_replicas = 3
+max_replicas = 3
+"#
+        )
+        .replace("count = 1\n", "count = 3\n");
+    let v = size_of(
+        &t,
+        "entry",
+        &text,
+        &["--headroom", "0", "--max-workers", "16"],
+    );
+    let c = &v["candidates"][0];
+    assert_eq!(
+        (c["min_replicas"].as_u64(), c["max_replicas"].as_u64()),
+        (Some(3), Some(3)),
+        "{c:#}"
+    );
+    assert!(
+        tried(c).iter().all(|&(min, _, _)| min >= 3),
+        "{:?}",
+        tried(c)
+    );
+}
+
 #[test]
 fn an_autoscaled_fleet_is_sized_by_its_replica_bounds_and_billed_by_its_mean() {
     let t = TempDir::new("size-autoscaled");
