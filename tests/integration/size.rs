@@ -195,12 +195,12 @@ fn tried(c: &serde_json::Value) -> Vec<(u64, u64, bool)> {
 }
 
 /// The group's own `[autoscaler.models.NAME]` bounds are the ones searched from: a floor of 3 written
-/// there is the scenario's floor (no pair below it is judged).
+/// there is the scenario's floor (no autoscaled pair below it is judged).
 #[test]
 fn a_models_entry_sets_the_floor_size_searches_from() {
     let t = TempDir::new("size-autoscaled-model-entry");
     let rate = 2.5 * mu_max();
-    let text = scenario(rate)
+    let text = scenario(rate).replace("count = 1\n", "count = 3\n")
         + &format!(
             r#"
 [autoscaler]
@@ -215,8 +215,7 @@ warmup = "600s"
 min_replicas = 3
 max_replicas = 3
 "#
-        )
-        .replace("count = 1\n", "count = 3\n");
+        );
     let v = size_of(
         &t,
         "entry",
@@ -229,11 +228,14 @@ max_replicas = 3
         (Some(3), Some(3)),
         "{c:#}"
     );
+    // Static fleets (min = max) are probed from 1 up; every autoscaled pair starts at the entry's floor
+    // (with the table's floor of 1 the search judges (1, 16) first, as the test below shows).
     assert!(
-        tried(c).iter().all(|&(min, _, _)| min >= 3),
+        tried(c).iter().all(|&(min, max, _)| min == max || min >= 3),
         "{:?}",
         tried(c)
     );
+    assert!(tried(c).iter().any(|&(min, max, _)| min == 3 && max > 3));
 }
 
 #[test]
