@@ -28,6 +28,7 @@ mod report_cmd;
 mod report_page;
 mod results;
 mod routing;
+mod routing_validation;
 mod sessions;
 mod size;
 mod size_confident;
