@@ -107,9 +107,6 @@ struct Deployment {
     scale_downs: u64,
     replacements: u64,
     changes: Vec<Change>,
-    /// Its replica counts over time (kept only with several deployments; the fleet's are the
-    /// collector's).
-    log: ReplicaLog,
 }
 
 /// The autoscaler's state during a run.
@@ -225,7 +222,6 @@ impl Simulation {
                     scale_downs: 0,
                     replacements: 0,
                     changes: Vec::new(),
-                    log: ReplicaLog::default(),
                 }
             })
             .collect();
@@ -558,7 +554,7 @@ impl Simulation {
 
     /// Records the replica counts now: the fleet's, and with several deployments each one's.
     fn note_replicas(&mut self) {
-        let Some(a) = &mut self.autoscale else { return };
+        let Some(a) = &self.autoscale else { return };
         let count = |slots: Range<usize>| {
             let mut c = ReplicaCount::default();
             for w in slots {
@@ -575,21 +571,14 @@ impl Simulation {
         };
         let fleet = count(0..a.slots.len());
         self.collector.series.replicas.record(self.now, fleet);
-        if a.deployments.len() > 1 {
-            let counts: Vec<ReplicaCount> = a
-                .deployments
-                .iter()
-                .map(|d| count(d.slots.clone()))
-                .collect();
-            for ((d, c), (_, log)) in a
-                .deployments
-                .iter_mut()
-                .zip(counts)
-                .zip(self.collector.series.replicas_by_model.iter_mut())
-            {
-                d.log.record(self.now, c);
-                log.record(self.now, c);
-            }
+        // With several deployments, each model's counts go to its own log (the collector's, which the
+        // time series and the per-model summary both read).
+        for (d, (_, log)) in a
+            .deployments
+            .iter()
+            .zip(self.collector.series.replicas_by_model.iter_mut())
+        {
+            log.record(self.now, count(d.slots.clone()));
         }
     }
 
@@ -679,7 +668,8 @@ impl Simulation {
         let models: Vec<AutoscaleSummary> = a
             .deployments
             .iter()
-            .map(|d| deployment_summary(d, &d.log, end))
+            .zip(&self.collector.series.replicas_by_model)
+            .map(|(d, (_, log))| deployment_summary(d, log, end))
             .collect();
         let spec = a.spec();
         let replica_s = fleet_log.billed_seconds(end);
