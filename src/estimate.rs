@@ -20,6 +20,7 @@ use crate::routing::RouterSpec;
 use crate::scenario::{Scenario, Slo, WorkerGroup};
 use crate::time::SimDuration;
 use crate::workload::dist::{DistKind, LengthSpec};
+use crate::workload::harness::Harness;
 use crate::workload::{FrontendSpec, WorkloadKind, WorkloadSpec};
 
 /// What to estimate.
@@ -46,6 +47,10 @@ pub struct EstimateRequest {
     pub max_num_seqs: Option<u32>,
     /// The client/API-server path (default: on, with published costs; `enabled = false`: lock step).
     pub frontend: FrontendSpec,
+    /// The benchmark client imitated, if any, and its `--random-range-ratio` (default: the harness's):
+    /// lengths drawn around `prompt` and `output` as it draws them, its request budget and server flags.
+    /// `None`: every request exactly `prompt` + `output` tokens, ten per client.
+    pub harness: Option<(Harness, Option<f64>)>,
 }
 
 /// Mean and percentiles of a latency, ms.
@@ -63,6 +68,8 @@ pub struct Estimate {
     pub model: String,
     pub tp: u32,
     pub precision: String,
+    /// The KV cache's data type (`--kv-cache-dtype`; BF16 unless given, as vLLM's `auto`).
+    pub kv_cache_dtype: String,
     /// The step-time profile used (as in `summary.json`'s `workers[]`).
     pub profile: String,
     pub calibrated: bool,
@@ -70,6 +77,13 @@ pub struct Estimate {
     pub profile_distance: String,
     pub prompt_tokens: u32,
     pub output_tokens: u32,
+    /// The benchmark client imitated: `fixed lengths` (every request exactly `prompt_tokens` +
+    /// `output_tokens`), or a harness with its range ratio (`docs/benchmark-client.md`).
+    pub harness: String,
+    /// Inclusive range the prompt lengths of the run are drawn from.
+    pub prompt_tokens_range: [u32; 2],
+    /// Inclusive range the output lengths of the run are drawn from.
+    pub output_tokens_range: [u32; 2],
     /// Clients of the closed-loop run (1: a single request).
     pub concurrency: u32,
     /// Requests completed in the run the latencies come from.
@@ -125,6 +139,15 @@ impl Estimate {
         );
         let _ = writeln!(
             o,
+            "Client: {} (prompts {}–{} tokens, outputs {}–{}).\n",
+            self.harness,
+            self.prompt_tokens_range[0],
+            self.prompt_tokens_range[1],
+            self.output_tokens_range[0],
+            self.output_tokens_range[1]
+        );
+        let _ = writeln!(
+            o,
             "Step times: {calibrated} ({}; distance from a fitted configuration: {}).\n",
             self.profile, self.profile_distance
         );
@@ -135,7 +158,11 @@ impl Estimate {
             "| decode step (batch {}) | {:.2} ms |",
             self.concurrency, self.decode_step_ms
         );
-        let _ = writeln!(o, "| KV capacity | {} tokens |", self.kv_capacity_tokens);
+        let _ = writeln!(
+            o,
+            "| KV capacity | {} tokens ({} cache) |",
+            self.kv_capacity_tokens, self.kv_cache_dtype
+        );
         let _ = writeln!(
             o,
             "| engine limits | {} tokens per step, {} sequences |",
@@ -164,12 +191,14 @@ impl Estimate {
         o
     }
 
-    /// Why the mean TTFT of a closed loop is well above one prefill, when it is (more than twice): with
-    /// fixed lengths, the prompts that reach the engine during a step are prefilled together in the next
+    /// Why the mean TTFT of a closed loop at fixed lengths is well above one prefill, when it is (more
+    /// than twice): with fixed lengths, the prompts that reach the engine during a step are prefilled together in the next
     /// ones, finish in the same step and return together (`docs/benchmark-client.md`).
     pub fn grouping_note(&self) -> Option<String> {
         let ratio = self.ttft_ms.mean / self.prefill_ms;
-        (self.concurrency > 1 && ratio > 2.0).then(|| {
+        let fixed_lengths = self.prompt_tokens_range[0] == self.prompt_tokens_range[1]
+            && self.output_tokens_range[0] == self.output_tokens_range[1];
+        (fixed_lengths && self.concurrency > 1 && ratio > 2.0).then(|| {
             format!(
                 "Mean TTFT is {ratio:.1}× one idle prefill: at fixed lengths the prompts that arrive during a \
                  step are prefilled together, finish in the same step and come back together, so most \
@@ -192,8 +221,8 @@ fn fixed(tokens: u32) -> LengthSpec {
 /// `frontend`; the summary and the client's own measurements.
 fn simulate(
     group: &WorkerGroup,
-    prompt: u32,
-    output: u32,
+    prompt: LengthSpec,
+    output: LengthSpec,
     clients: u32,
     requests: u32,
     frontend: FrontendSpec,
@@ -209,8 +238,8 @@ fn simulate(
             kind: WorkloadKind::Concurrency,
             clients: Some(PositiveInt(clients)),
             requests: Some(PositiveInt(requests)),
-            prompt: Some(fixed(prompt)),
-            output: Some(fixed(output)),
+            prompt: Some(prompt.clone()),
+            output: Some(output.clone()),
             frontend: Some(frontend),
             ..WorkloadSpec::default()
         },
@@ -234,8 +263,11 @@ fn simulate(
         .bench
         .expect("a concurrency workload reports its client's measurements");
     if bench.requests != u64::from(requests) {
+        let longest = |l: &LengthSpec| l.max.or(l.tokens).map_or(0, |t| t.0);
         return Err(format!(
-            "a request of {prompt} + {output} tokens does not fit the worker's KV cache ({} rejected)",
+            "a request of {} + {} tokens does not fit the worker's KV cache ({} rejected)",
+            longest(&prompt),
+            longest(&output),
             out.summary.requests.rejected
         ));
     }
@@ -249,24 +281,54 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
     if let Some((name, p)) = &req.profile {
         group.use_profile(name.clone(), p.clone())?;
     }
-    if let Some(n) = req.max_num_seqs {
+    let clients = req.concurrency.unwrap_or(1);
+    let harness_seqs = req.harness.and_then(|(h, _)| h.max_num_seqs(clients));
+    if let Some(n) = req.max_num_seqs.or(harness_seqs) {
         group.max_num_seqs = PositiveInt(n.max(1));
     }
     let perf = group.perf();
+    let (harness, prompt, output, budget) = match req.harness {
+        None => (
+            "fixed lengths".to_string(),
+            fixed(req.prompt),
+            fixed(req.output),
+            clients.saturating_mul(10),
+        ),
+        Some((h, r)) => {
+            let r = r.unwrap_or(h.default_range_ratio());
+            (
+                format!("{h}, --random-range-ratio {r}"),
+                h.lengths(req.prompt, r)?,
+                h.lengths(req.output, r)?,
+                h.default_requests(clients),
+            )
+        }
+    };
+    let range = |l: &LengthSpec| match (l.tokens, l.min, l.max) {
+        (Some(t), ..) => [t.0, t.0],
+        (None, Some(a), Some(b)) => [a.0, b.0],
+        _ => unreachable!("a harness draws fixed or uniform lengths"),
+    };
     let engine_only = FrontendSpec {
         enabled: false,
         ..FrontendSpec::default()
     };
-    let (idle, _) = simulate(&group, req.prompt, req.output, 1, 1, engine_only)?;
-    let clients = req.concurrency.unwrap_or(1);
+    let (idle, _) = simulate(
+        &group,
+        fixed(req.prompt),
+        fixed(req.output),
+        1,
+        1,
+        engine_only,
+    )?;
     let (_, loaded) = match req.concurrency {
-        None => simulate(&group, req.prompt, req.output, 1, 1, req.frontend)?,
+        None => simulate(&group, prompt.clone(), output.clone(), 1, 1, req.frontend)?,
         Some(c) => simulate(
             &group,
-            req.prompt,
-            req.output,
+            prompt.clone(),
+            output.clone(),
             c,
-            req.requests.unwrap_or(c.saturating_mul(10)),
+            req.requests.unwrap_or(budget),
             req.frontend,
         )?,
     };
@@ -281,6 +343,7 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
         model: req.model.as_str().into(),
         tp: req.tp,
         precision: req.precision.as_str().into(),
+        kv_cache_dtype: group.kv_dtype().as_str().into(),
         profile: perf.provenance.profile.clone(),
         calibrated: perf.provenance.calibrated,
         profile_distance: crate::hardware::profile::distance_words(
@@ -294,6 +357,9 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
         ),
         prompt_tokens: req.prompt,
         output_tokens: req.output,
+        harness,
+        prompt_tokens_range: range(&prompt),
+        output_tokens_range: range(&output),
         concurrency: clients,
         requests: loaded.requests,
         prefill_ms: idle.ttft_ms.mean,
@@ -330,6 +396,7 @@ mod tests {
             profile: None,
             max_num_seqs: None,
             frontend: FrontendSpec::default(),
+            harness: None,
         }
     }
 
@@ -400,6 +467,40 @@ mod tests {
             .expect("32 clients share prefill steps");
         assert!(note.contains("docs/benchmark-client.md"), "{note}");
         assert!(many.to_markdown().contains(&note));
+    }
+
+    /// A harness draws the lengths its source draws and sends its own request budget: InferenceMAX's
+    /// client sends ten requests per client with lengths in [int(0.8·L), L] against `--max-num-seqs`
+    /// = the concurrency; `vllm bench serve` sends 1,000 at fixed lengths unless given a range ratio.
+    /// Varied lengths break the fixed-length groups: the median request no longer waits for a group's
+    /// prefills.
+    #[test]
+    fn a_harness_sets_lengths_budget_and_server_flags() {
+        let mut r = req(Some(8));
+        r.harness = Some((Harness::InferenceMax, None));
+        let imax = estimate(&r).unwrap();
+        assert_eq!(imax.requests, 80);
+        assert_eq!(imax.max_num_seqs, 8);
+        assert_eq!(imax.prompt_tokens_range, [800, 1000]);
+        assert_eq!(imax.output_tokens_range, [80, 100]);
+        assert!(imax.harness.starts_with("inferencemax"), "{}", imax.harness);
+        assert!(imax.to_markdown().contains("prompts 800–1000 tokens"));
+        assert!(imax.grouping_note().is_none());
+        // A smaller sequence cap frees sampler memory for the KV cache.
+        let fixed = estimate(&req(Some(8))).unwrap();
+        assert!(imax.kv_capacity_tokens > fixed.kv_capacity_tokens);
+        assert_eq!(fixed.harness, "fixed lengths");
+        assert!(imax.ttft_ms.p50 < fixed.ttft_ms.p50, "{imax:?} {fixed:?}");
+        r.harness = Some((Harness::VllmBench, None));
+        let vllm = estimate(&r).unwrap();
+        assert_eq!((vllm.requests, vllm.max_num_seqs), (1000, 1024));
+        assert_eq!(vllm.prompt_tokens_range, [1000, 1000]);
+        r.harness = Some((Harness::VllmBench, Some(0.5)));
+        let wide = estimate(&r).unwrap();
+        assert_eq!(wide.prompt_tokens_range, [500, 1500]);
+        assert_eq!(wide.output_tokens_range, [50, 150]);
+        r.harness = Some((Harness::VllmBench, Some(1.0)));
+        assert!(estimate(&r).unwrap_err().contains("[0, 1)"));
     }
 
     #[test]

@@ -151,6 +151,11 @@ fn mix_expected(w: &crate::workload::WorkloadSpec, window: f64) -> Option<f64> {
                 t.session_rate.map(|r| r.0 * window * turns)
             }
             WorkloadKind::Concurrency => t.requests.map(|r| f64::from(r.0)),
+            WorkloadKind::Benchmark => t
+                .closed_loop()
+                .ok()
+                .and_then(|c| c.requests)
+                .map(|r| f64::from(r.0)),
             WorkloadKind::Trace | WorkloadKind::Mix => None,
         }
     });
@@ -178,6 +183,11 @@ impl Footprint {
                 w.session_rate.map(|r| r.0 * window * turns)
             }
             WorkloadKind::Concurrency => w.requests.map(|r| f64::from(r.0)),
+            WorkloadKind::Benchmark => w
+                .closed_loop()
+                .ok()
+                .and_then(|c| c.requests)
+                .map(|r| f64::from(r.0)),
             WorkloadKind::Trace => None,
             WorkloadKind::Mix => mix_expected(w, window),
         };
@@ -186,7 +196,9 @@ impl Footprint {
             (e, _) => e,
         };
         let in_flight = match w.kind {
-            WorkloadKind::Concurrency => w.clients.map(|c| u64::from(c.0)),
+            WorkloadKind::Concurrency | WorkloadKind::Benchmark => {
+                w.clients.map(|c| u64::from(c.0))
+            }
             _ => None,
         };
         // A closed loop holds every client's request at once: its blocks are the bulk of its cost.
@@ -233,7 +245,7 @@ impl Footprint {
         {
             let field = match s.workload.kind {
                 WorkloadKind::Sessions => "workload.session_rate",
-                WorkloadKind::Concurrency => "workload.requests",
+                WorkloadKind::Concurrency | WorkloadKind::Benchmark => "workload.requests",
                 _ => "workload.rate",
             };
             return Err(LimitError {

@@ -146,9 +146,11 @@ pub struct WorkerGroup {
     pub tp: PositiveInt,
     #[serde(default)]
     pub precision: Precision,
-    /// The KV cache's data type, vLLM's `--kv-cache-dtype`; unset: the weights' precision (an `fp8`
-    /// group keeps an FP8 KV cache). vLLM's own default (`auto`) keeps an FP8 checkpoint's KV cache in
-    /// BF16, with half the tokens per GiB: set `"bf16"` to match a server started without the flag.
+    /// The KV cache's data type, vLLM's `--kv-cache-dtype`; unset: BF16 whatever the weights, as
+    /// vLLM's default `auto` does for an FP8 checkpoint that does not ask for an FP8 cache (every
+    /// compressed-tensors checkpoint without a `kv_cache_scheme`, and every checkpoint on vLLM
+    /// releases before PR #30785 of December 2025). Set `"fp8"` for `--kv-cache-dtype fp8`, or for a
+    /// ModelOpt checkpoint whose `kv_cache_quant_algo` is FP8 on a later vLLM: twice the tokens per GiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_cache_dtype: Option<Precision>,
     #[serde(default = "defaults::max_num_batched_tokens")]
@@ -275,10 +277,16 @@ impl WorkerGroup {
             Some((name, p)) => PerfModel::from_profile(p, name.clone()),
             None => PerfModel::calibrated(self.gpu, self.model, self.tp.0, self.precision),
         };
-        match self.kv_cache_dtype {
-            Some(kv) if kv != self.precision => perf.with_kv_dtype(kv),
+        match self.kv_dtype() {
+            kv if kv != self.precision => perf.with_kv_dtype(kv),
             _ => perf,
         }
+    }
+
+    /// The KV cache's data type: `kv_cache_dtype`, or BF16 where it is unset (vLLM's `auto` for a
+    /// checkpoint without a KV-cache quantisation directive).
+    pub fn kv_dtype(&self) -> Precision {
+        self.kv_cache_dtype.unwrap_or(Precision::Bf16)
     }
 
     /// Uses profile `p` (called `name` in the outputs) for this group's step times, if it describes the
@@ -1672,29 +1680,34 @@ policy = "least_outstanding"
         assert!(e.to_string().contains("no element 3"), "{e}");
     }
 
-    /// `kv_cache_dtype`: an FP8 cache needs a GPU with FP8, and a BF16 cache on an FP8 group holds half
-    /// the tokens of the group's default FP8 cache.
+    /// `kv_cache_dtype`: an FP8 cache needs a GPU with FP8; unset, an FP8 group's cache is BF16 (vLLM's
+    /// `auto`), and `"fp8"` holds twice its tokens with the same weights.
     #[test]
     fn kv_cache_dtype_is_checked_and_sets_the_cache_s_bytes() {
         let a100 = GOOD.replace("gpu = \"h100\"", "gpu = \"a100\"\nkv_cache_dtype = \"fp8\"");
         let e = err(&a100);
         assert!(e.contains("workers[0].kv_cache_dtype"), "{e}");
         let fp8 = GOOD.replace("gpu = \"h100\"", "gpu = \"h100\"\nprecision = \"fp8\"");
-        let bf16_cache = fp8.replace(
-            "precision = \"fp8\"",
-            "precision = \"fp8\"\nkv_cache_dtype = \"bf16\"",
-        );
+        let with = |kv: &str| {
+            fp8.replace(
+                "precision = \"fp8\"",
+                &format!("precision = \"fp8\"\nkv_cache_dtype = \"{kv}\""),
+            )
+        };
         let g = |text: &str| Scenario::parse(text, "s.toml", &[]).unwrap().workers[0].clone();
-        let (a, b) = (g(&fp8).perf(), g(&bf16_cache).perf());
+        let (unset, bf16, fp8_cache) = (g(&fp8), g(&with("bf16")), g(&with("fp8")));
+        assert_eq!(unset.kv_dtype(), Precision::Bf16);
+        assert_eq!(
+            unset.perf().kv_bytes_per_token_per_gpu(),
+            bf16.perf().kv_bytes_per_token_per_gpu()
+        );
+        let (a, b) = (fp8_cache.perf(), unset.perf());
         assert_eq!(
             b.kv_bytes_per_token_per_gpu(),
             2.0 * a.kv_bytes_per_token_per_gpu()
         );
         assert_eq!(b.weight_bytes_per_gpu(), a.weight_bytes_per_gpu());
-        let (na, nb) = (
-            g(&fp8).kv_blocks().unwrap(),
-            g(&bf16_cache).kv_blocks().unwrap(),
-        );
+        let (na, nb) = (fp8_cache.kv_blocks().unwrap(), unset.kv_blocks().unwrap());
         assert!(nb == na / 2 || nb + 1 == na / 2, "{na} {nb}");
     }
 

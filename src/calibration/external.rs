@@ -201,7 +201,10 @@ impl ExternalPoint {
             model: self.model,
             tp: self.tp,
             precision: self.precision,
-            kv_cache_dtype: None,
+            // TensorRT-LLM keeps the cache a ModelOpt FP8 checkpoint asks for (`kv_cache_quant_algo`
+            // FP8) and its FP8 recipes quantise it: the cache follows the weights here. Assumed, as
+            // the sources do not state it.
+            kv_cache_dtype: Some(self.precision),
             prompt,
             output,
             concurrency,
@@ -214,6 +217,7 @@ impl ExternalPoint {
                 enabled: false,
                 ..Default::default()
             },
+            harness: None,
         })?;
         let predicted = match self.measure {
             Measure::Ttft { .. } => e.ttft_ms.mean,

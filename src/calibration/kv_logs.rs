@@ -314,7 +314,7 @@ mod tests {
     /// The vLLM 0.19 start-up logs (held out) are under-estimated by a few percent each, never over:
     /// that engine's profiling peak is smaller than the reserve fitted to the 2025 logs. Their KV data
     /// type matters twice over: an FP8 checkpoint's BF16 cache (vLLM's default) and a BF16 model's FP8
-    /// cache are each within the same band only because the row names its `kv_cache_dtype`.
+    /// cache are each within the same band only because the cache's data type is the one the server ran.
     #[test]
     fn vllm_0_19_logs_are_within_a_few_percent_under_and_the_kv_dtype_is_what_makes_them() {
         let points = points().unwrap();
@@ -326,14 +326,17 @@ mod tests {
         for r in compare(&recent.iter().map(|p| (*p).clone()).collect::<Vec<_>>()).unwrap() {
             assert!((-0.07..=0.0).contains(&r.error()), "{r:?}");
         }
-        // Without the row's KV data type the FP8 rows would be about twice the logged capacity.
+        // With an FP8 cache the FP8 rows would be about twice the logged capacity; unset is BF16 (`auto`).
         let fp8_bf16_kv = recent
             .iter()
             .find(|p| p.precision == Precision::Fp8 && p.kv_cache_dtype == Some(Precision::Bf16))
             .unwrap();
         let mut as_fp8_cache = (*fp8_bf16_kv).clone();
-        as_fp8_cache.kv_cache_dtype = None;
-        let r = &compare(&[as_fp8_cache]).unwrap()[0];
+        as_fp8_cache.kv_cache_dtype = Some(Precision::Fp8);
+        let r = &compare(&[as_fp8_cache.clone()]).unwrap()[0];
         assert!(r.error() > 0.8, "{r:?}");
+        as_fp8_cache.kv_cache_dtype = None;
+        let unset = &compare(&[as_fp8_cache]).unwrap()[0];
+        assert!((-0.07..=0.0).contains(&unset.error()), "{unset:?}");
     }
 }

@@ -205,10 +205,11 @@ fn kv_capacity(o: &mut String, c: &Calibration) {
          Qwen3-14B it fell from 5.64 to 2.23 GiB between 0.16 and 0.17, per the same repository's version \
          sweep at commit a95e9f6, `accuracy/results/version-sweep/`). Two of them carry the lesson for FP8: vLLM's `--kv-cache-dtype auto` keeps an FP8 \
          checkpoint's KV cache in BF16, so Llama-3.3-70B FP8 at TP 2 holds 244,304 tokens, half of what \
-         an FP8 cache would; a group with `precision = \"fp8\"` keeps an FP8 cache unless it sets \
-         `kv_cache_dtype = \"bf16\"` (the rows marked \"KV bf16\"), and without it the estimate would be \
-         +92% and +94% on those two rows. Where the KV cache binds, set `kv_cache_dtype` to what the server runs, \
-         or `kv_blocks` on the worker group to a logged value / 16.\n"
+         an FP8 cache would. So a group with `precision = \"fp8\"` and no `kv_cache_dtype` keeps a BF16 \
+         cache, as `auto` does for every checkpoint without a KV-cache directive (and, before vLLM PR \
+         #30785 of December 2025, for ModelOpt checkpoints with one); with an FP8 cache the estimate \
+         would be +92% and +94% on those two rows. Where the KV cache binds, set `kv_cache_dtype` to what \
+         the server runs, or `kv_blocks` on the worker group to a logged value / 16.\n"
     );
 }
 

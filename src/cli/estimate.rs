@@ -6,6 +6,7 @@ use anyhow::Result;
 
 use crate::estimate;
 use crate::hardware::{GpuId, ModelId, Precision, Profile};
+use crate::workload::harness::Harness;
 
 /// The configuration and load given on the command line.
 pub(super) struct Args {
@@ -20,6 +21,8 @@ pub(super) struct Args {
     pub requests: Option<u32>,
     /// Leave out the benchmark client, API server and warm-up (the engine alone, in lock step).
     pub no_frontend: bool,
+    /// The benchmark client imitated and its range ratio.
+    pub harness: Option<(Harness, Option<f64>)>,
 }
 
 /// Estimates `a`, with the step times of the profile file `profile` if given; prints JSON or a table.
@@ -49,6 +52,7 @@ pub(super) fn estimate(a: Args, profile: Option<&Path>, json: bool) -> Result<()
             enabled: !a.no_frontend,
             ..Default::default()
         },
+        harness: a.harness,
     })
     .map_err(anyhow::Error::msg)?;
     out!("{}", if json { e.to_json() } else { e.to_markdown() });

@@ -29,6 +29,7 @@ use crate::hardware::{GpuId, ModelId, Precision, ProfileKey};
 use crate::report::ResultsDir;
 use crate::scenario::Scenario;
 use crate::time::SimDuration;
+use crate::workload::harness::Harness;
 use crate::workload::trace::{TraceFormat, TraceOptions};
 
 /// fleetsim: simulate an LLM inference fleet before you change the real one.
@@ -257,11 +258,11 @@ pub enum Command {
         /// Tensor-parallel degree (1, 2, 4 or 8).
         #[arg(long, default_value_t = 1, value_parser = parse_tp)]
         tp: u32,
-        /// Precision of weights and KV cache.
+        /// Precision of the weights (and GEMMs).
         #[arg(long, default_value = "bf16", value_parser = parse_id::<Precision>)]
         precision: Precision,
-        /// The KV cache's data type when it differs from --precision (vLLM's --kv-cache-dtype; vLLM's
-        /// default keeps an FP8 checkpoint's KV cache in bf16).
+        /// The KV cache's data type, vLLM's --kv-cache-dtype [default: bf16, as vLLM's `auto` keeps
+        /// an FP8 checkpoint's cache unless the checkpoint asks for FP8; give fp8 for an FP8 cache].
         #[arg(long, value_parser = parse_id::<Precision>)]
         kv_cache_dtype: Option<Precision>,
         /// Prompt tokens per request.
@@ -284,6 +285,15 @@ pub enum Command {
         /// engine alone, every client sending at the same instant.
         #[arg(long)]
         no_frontend: bool,
+        /// Imitate this benchmark client's workload (vllm-bench: `vllm bench serve --dataset-name random`;
+        /// inferencemax: the pre-2025 vLLM script InferenceMAX runs, with its `--max-num-seqs` = the
+        /// concurrency): its length draws around --prompt and --output, its default request count
+        /// (docs/benchmark-client.md). Unset: every request exactly --prompt + --output tokens.
+        #[arg(long, requires = "concurrency", value_parser = str::parse::<Harness>)]
+        harness: Option<Harness>,
+        /// With --harness: its `--random-range-ratio` (default: vllm-bench 0, inferencemax 0.8).
+        #[arg(long, requires = "harness")]
+        random_range_ratio: Option<f64>,
         /// Print JSON instead of the table.
         #[arg(long)]
         json: bool,
@@ -682,6 +692,8 @@ pub fn main_with(cli: Cli) -> Result<()> {
             requests,
             profile,
             no_frontend,
+            harness,
+            random_range_ratio,
             json,
         } => estimate::estimate(
             estimate::Args {
@@ -695,6 +707,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
                 concurrency,
                 requests,
                 no_frontend,
+                harness: harness.map(|h| (h, random_range_ratio)),
             },
             profile.as_deref(),
             json,

@@ -1360,6 +1360,7 @@ impl Simulation {
                 model: w.perf.model.as_str().to_string(),
                 tp: w.perf.tp,
                 precision: w.perf.precision.as_str().to_string(),
+                kv_cache_dtype: w.perf.kv_dtype.as_str().to_string(),
                 profile: w.perf.provenance.profile.clone(),
                 calibrated: w.perf.provenance.calibrated,
                 busy_fraction: if end > 0.0 {

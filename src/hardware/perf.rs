@@ -267,6 +267,8 @@ pub struct PerfModel {
     pub model: ModelId,
     pub tp: u32,
     pub precision: Precision,
+    /// The KV cache's data type: `precision` unless [`PerfModel::with_kv_dtype`] set another.
+    pub kv_dtype: Precision,
     pub eff: Efficiency,
     /// Where `eff` comes from.
     pub provenance: Provenance,
@@ -308,6 +310,7 @@ impl PerfModel {
             model,
             tp,
             precision,
+            kv_dtype: precision,
             eff,
             provenance: Provenance::defaults(),
             peak_flops: peak,
@@ -367,6 +370,7 @@ impl PerfModel {
     /// `--kv-cache-dtype`): the KV bytes per token, and so the capacity and the bytes attention reads,
     /// follow `kv`; attention still computes in BF16.
     pub fn with_kv_dtype(mut self, kv: Precision) -> Self {
+        self.kv_dtype = kv;
         let m = self.model.spec();
         self.kv_bytes_per_token = f64::from(m.layers)
             * 2.0

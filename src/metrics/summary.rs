@@ -529,6 +529,9 @@ pub struct WorkerSummary {
     pub model: String,
     pub tp: u32,
     pub precision: String,
+    /// The KV cache's data type (`kv_cache_dtype`; BF16 unless set).
+    #[serde(default)]
+    pub kv_cache_dtype: String,
     /// The step-time profile used: a configuration, `spec-scaled from …`, a profile file, or
     /// `published defaults`.
     pub profile: String,
@@ -950,9 +953,14 @@ impl Summary {
             } else {
                 format!("uncalibrated: {}", w.profile)
             };
+            let kv = if w.kv_cache_dtype.is_empty() || w.kv_cache_dtype == w.precision {
+                String::new()
+            } else {
+                format!(", KV {}", w.kv_cache_dtype)
+            };
             let _ = writeln!(
                 o,
-                "| {} | {} ×{} {} | {} | {profile} | {:.1}% | {} | {:.1}% | {} | {:.1}% | {} | {} |",
+                "| {} | {} ×{} {}{kv} | {} | {profile} | {:.1}% | {} | {:.1}% | {} | {:.1}% | {} | {} |",
                 w.id,
                 w.gpu,
                 w.tp,

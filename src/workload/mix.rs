@@ -264,7 +264,7 @@ pub fn validate(classes: &[ClassSpec]) -> Result<(), (String, String)> {
             // A benchmark client's clients start when its warm-up request finishes, after arrivals of
             // the other classes may already have been handed out: the merged stream could go back in
             // time. A closed loop of users is a `sessions` class.
-            super::WorkloadKind::Concurrency => {
+            super::WorkloadKind::Concurrency | super::WorkloadKind::Benchmark => {
                 return Err((
                     at("traffic.kind"),
                     "a benchmark client (`concurrency`) cannot be a class of a mix; model closed-loop users as a `sessions` class".into(),

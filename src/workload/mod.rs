@@ -17,6 +17,7 @@ pub mod adapters;
 pub mod concurrency;
 pub mod dist;
 pub mod frontend;
+pub mod harness;
 pub mod mix;
 pub mod rate_curve;
 pub mod sessions;

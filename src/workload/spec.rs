@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::concurrency::ClosedLoop;
-use super::dist::{DurationSpec, LengthDist, LengthSpec};
+use super::dist::{DistKind, DurationSpec, LengthDist, LengthSpec};
 use super::frontend::FrontendSpec;
+use super::harness::Harness;
 use super::rate_curve::{RateCurve, RateCurveSpec};
 use super::sessions::{SegmentPool, SessionConfig, SessionMode, SessionRows, Sessions};
 use super::synthetic::RequestSampler;
@@ -38,6 +39,9 @@ pub enum WorkloadKind {
     /// Closed loop: `clients` clients, each sending its next request when its previous one finishes
     /// ([`super::concurrency`]).
     Concurrency,
+    /// A benchmark client's closed loop: `concurrency`, with the lengths drawn around the nominal
+    /// `prompt` and `output` and the request budget as `harness` does ([`super::harness`]).
+    Benchmark,
     /// Several classes of traffic, each a workload of its own with a priority and SLO ([`super::mix`]).
     Mix,
 }
@@ -50,6 +54,7 @@ impl WorkloadKind {
             WorkloadKind::Sessions => "sessions",
             WorkloadKind::Trace => "trace",
             WorkloadKind::Concurrency => "concurrency",
+            WorkloadKind::Benchmark => "benchmark",
             WorkloadKind::Mix => "mix",
         }
     }
@@ -87,6 +92,15 @@ impl WorkloadKind {
                 "prompt",
                 "output",
                 "shared_prefix",
+                "frontend",
+            ],
+            WorkloadKind::Benchmark => &[
+                "harness",
+                "clients",
+                "requests",
+                "prompt",
+                "output",
+                "random_range_ratio",
                 "frontend",
             ],
             WorkloadKind::Trace => &[
@@ -138,6 +152,12 @@ pub struct WorkloadSpec {
     /// default: on, with published costs).
     #[serde(default)]
     pub frontend: Option<FrontendSpec>,
+    /// The benchmark client imitated (`benchmark`): `vllm-bench` or `inferencemax`.
+    #[serde(default)]
+    pub harness: Option<Harness>,
+    /// Its `--random-range-ratio` (`benchmark`; default: the harness's, vllm-bench 0, inferencemax 0.8).
+    #[serde(default)]
+    pub random_range_ratio: Option<f64>,
 
     /// New conversations per second (`sessions`).
     #[serde(default)]
@@ -257,7 +277,7 @@ impl WorkloadSpec {
         match self.kind {
             WorkloadKind::Poisson | WorkloadKind::Gamma => scale(&mut self.rate),
             WorkloadKind::Sessions => scale(&mut self.session_rate),
-            WorkloadKind::Concurrency => {
+            WorkloadKind::Concurrency | WorkloadKind::Benchmark => {
                 if let Some(c) = &mut self.clients {
                     c.0 = ((f64::from(c.0) * factor).round() as u32).max(1);
                 }
@@ -276,8 +296,10 @@ impl WorkloadSpec {
     }
 
     /// Which keys are present, by name.
-    fn present(&self) -> [(&'static str, bool); 27] {
+    fn present(&self) -> [(&'static str, bool); 29] {
         [
+            ("harness", self.harness.is_some()),
+            ("random_range_ratio", self.random_range_ratio.is_some()),
             ("clients", self.clients.is_some()),
             ("requests", self.requests.is_some()),
             ("rate", self.rate.is_some()),
@@ -386,12 +408,56 @@ impl WorkloadSpec {
     /// The closed-loop settings (`concurrency`), or `Err((field path, message))`.
     pub fn closed_loop(&self) -> Result<ClosedLoopConfig, Field> {
         let clients = self.clients.ok_or_else(|| self.missing("clients"))?;
+        if self.kind == WorkloadKind::Benchmark {
+            return self.benchmark(clients);
+        }
         Ok(ClosedLoopConfig {
             clients,
             requests: self.requests,
             prompt: self.length(&self.prompt, "prompt")?,
             output: self.length(&self.output, "output")?,
             shared_prefix: self.shared_prefix()?,
+            frontend: self.frontend.unwrap_or_default(),
+        })
+    }
+
+    /// A `benchmark` workload as the closed loop it runs: `prompt` and `output` are the harness's nominal
+    /// `--random-input-len` and `--random-output-len` (fixed), redrawn as the harness draws them.
+    fn benchmark(&self, clients: PositiveInt) -> Result<ClosedLoopConfig, Field> {
+        let harness = self.harness.ok_or_else(|| self.missing("harness"))?;
+        let r = self
+            .random_range_ratio
+            .unwrap_or(harness.default_range_ratio());
+        let nominal = |spec: &Option<LengthSpec>, key: &str| -> Result<LengthDist, Field> {
+            match spec {
+                Some(LengthSpec {
+                    dist: Some(DistKind::Fixed),
+                    tokens: Some(t),
+                    ..
+                }) => harness
+                    .lengths(t.0, r)
+                    .map_err(|m| at("random_range_ratio", m))?
+                    .build()
+                    .map_err(|(k, m)| at(&format!("{key}.{k}"), m)),
+                Some(_) => Err(at(
+                    key,
+                    format!(
+                        "a benchmark's {key} is its nominal length, {{ dist = \"fixed\", tokens = N }}; \
+                         {harness} draws the lengths around it"
+                    ),
+                )),
+                None => Err(self.missing(key)),
+            }
+        };
+        Ok(ClosedLoopConfig {
+            clients,
+            requests: Some(
+                self.requests
+                    .unwrap_or(PositiveInt(harness.default_requests(clients.0).max(1))),
+            ),
+            prompt: nominal(&self.prompt, "prompt")?,
+            output: nominal(&self.output, "output")?,
+            shared_prefix: None,
             frontend: self.frontend.unwrap_or_default(),
         })
     }
@@ -508,7 +574,7 @@ impl WorkloadSpec {
             WorkloadKind::Poisson | WorkloadKind::Gamma => self.open_loop().map(|_| ()),
             WorkloadKind::Sessions => self.sessions().map(|_| ()),
             WorkloadKind::Trace => self.trace(0).map(|_| ()),
-            WorkloadKind::Concurrency => self.closed_loop().map(|_| ()),
+            WorkloadKind::Concurrency | WorkloadKind::Benchmark => self.closed_loop().map(|_| ()),
             WorkloadKind::Mix => super::mix::validate(
                 self.classes
                     .as_deref()
@@ -551,7 +617,7 @@ impl WorkloadSpec {
                     Vec::new(),
                 )
             }
-            WorkloadKind::Concurrency => {
+            WorkloadKind::Concurrency | WorkloadKind::Benchmark => {
                 let cfg = self.closed_loop().map_err(field)?;
                 let sampler = RequestSampler::new(
                     &cfg.prompt,
@@ -632,7 +698,7 @@ impl WorkloadSpec {
                 let cfg = self.sessions().map_err(field)?;
                 Box::new(SessionRows::new(cfg, stream(), end, max_requests).map(Ok))
             }
-            WorkloadKind::Concurrency => {
+            WorkloadKind::Concurrency | WorkloadKind::Benchmark => {
                 return Err(
                     "workload.kind: a closed loop's arrivals depend on the simulated completions, so there is nothing to write without simulating".into(),
                 );
@@ -702,6 +768,70 @@ think_time = { dist = "fixed", value = "5s" }
         Scenario::parse(text, "s.toml", &[])
             .unwrap_err()
             .to_string()
+    }
+
+    const BENCHMARK: &str = r#"
+name = "b"
+duration = "1h"
+
+[[workers]]
+count = 1
+gpu = "h100"
+model = "llama-3.1-8b"
+
+[workload]
+kind = "benchmark"
+harness = "inferencemax"
+clients = 8
+prompt = { dist = "fixed", tokens = 1024 }
+output = { dist = "fixed", tokens = 128 }
+"#;
+
+    /// `kind = "benchmark"` is the closed loop its harness runs: lengths redrawn around the nominal
+    /// ones as the harness draws them, its request budget unless `requests` is given; a nominal length
+    /// that is not fixed, a ratio outside the harness's domain, a missing harness and a key of another
+    /// kind are each named.
+    #[test]
+    fn a_benchmark_is_its_harness_s_closed_loop() {
+        use crate::workload::dist::LengthDist;
+        let s = Scenario::parse(BENCHMARK, "s.toml", &[]).unwrap();
+        let c = s.workload.closed_loop().unwrap();
+        assert_eq!(c.requests.unwrap().0, 80);
+        assert!(
+            matches!(c.prompt, LengthDist::Uniform { min, max } if (min.0, max.0) == (819, 1024)),
+            "{:?}",
+            c.prompt
+        );
+        let vllm = BENCHMARK.replace("inferencemax", "vllm-bench");
+        let s = Scenario::parse(&vllm, "s.toml", &["workload.requests=50".into()]).unwrap();
+        let c = s.workload.closed_loop().unwrap();
+        assert_eq!(c.requests.unwrap().0, 50);
+        assert!(matches!(c.output, LengthDist::Fixed { tokens } if tokens.0 == 128));
+        let e = err(&vllm.replace("clients = 8", "clients = 8\nrandom_range_ratio = 1.0"));
+        assert!(
+            e.contains("workload.random_range_ratio") && e.contains("[0, 1)"),
+            "{e}"
+        );
+        let e = err(&BENCHMARK.replace(
+            "prompt = { dist = \"fixed\", tokens = 1024 }",
+            "prompt = { dist = \"uniform\", min = 10, max = 20 }",
+        ));
+        assert!(
+            e.contains("workload.prompt") && e.contains("nominal"),
+            "{e}"
+        );
+        let e = err(&BENCHMARK.replace("harness = \"inferencemax\"\n", ""));
+        assert!(
+            e.contains("workload.harness") && e.contains("required"),
+            "{e}"
+        );
+        let e = err(&BENCHMARK.replace("harness = \"inferencemax\"", "harness = \"aiperf\""));
+        assert!(e.contains("harness"), "{e}");
+        let e = err(&BENCHMARK.replace("clients = 8", "clients = 8\nrate = 3.0"));
+        assert!(
+            e.contains("workload.rate") && e.contains("benchmark"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -106,6 +106,7 @@ fn concurrency_one_is_exactly_what_the_step_time_model_says() {
             enabled: false,
             ..Default::default()
         },
+        harness: None,
     })
     .unwrap();
     assert_eq!(e.requests, 5);
@@ -150,6 +151,7 @@ fn bench_estimate(output: u32, concurrency: u32, frontend: bool) -> fleetsim::es
             enabled: frontend,
             ..Default::default()
         },
+        harness: None,
     })
     .unwrap()
 }
