@@ -277,9 +277,17 @@ impl WorkerGroup {
             Some((name, p)) => PerfModel::from_profile(p, name.clone()),
             None => PerfModel::calibrated(self.gpu, self.model, self.tp.0, self.precision),
         };
-        match self.kv_dtype() {
-            kv if kv != self.precision => perf.with_kv_dtype(kv),
-            _ => perf,
+        let kv = self.kv_dtype();
+        if kv == self.precision {
+            return perf;
+        }
+        let perf = perf.with_kv_dtype(kv);
+        match &self.loaded_profile {
+            // A profile file's efficiencies stand as measured, with whatever cache its server ran.
+            Some(_) => perf,
+            None => {
+                perf.with_attention_of(&PerfModel::calibrated(self.gpu, self.model, self.tp.0, kv))
+            }
         }
     }
 
@@ -1709,6 +1717,22 @@ policy = "least_outstanding"
         assert_eq!(b.weight_bytes_per_gpu(), a.weight_bytes_per_gpu());
         let (na, nb) = (fp8_cache.kv_blocks().unwrap(), unset.kv_blocks().unwrap());
         assert!(nb == na / 2 || nb + 1 == na / 2, "{na} {nb}");
+        // Attention runs the kernels of the cache's data type: a BF16 cache takes the BF16 profile's
+        // attention efficiencies (slower than FP8 FlashAttention-3), an FP8 cache keeps the FP8 ones.
+        let bf16_profile =
+            PerfModel::calibrated(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16);
+        let fp8_profile =
+            PerfModel::calibrated(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Fp8);
+        assert_eq!(b.eff.attention, bf16_profile.eff.attention);
+        assert_eq!(b.eff.kv_memory, bf16_profile.eff.kv_memory);
+        assert_eq!(b.eff.memory, fp8_profile.eff.memory);
+        assert_eq!(a.eff, fp8_profile.eff);
+        assert_eq!(
+            b.provenance.profile,
+            "h100/llama-3.1-8b/tp1/fp8 (attention: h100/llama-3.1-8b/tp1/bf16)"
+        );
+        assert!(b.provenance.calibrated);
+        assert!(b.decode_step_seconds(64, 4096) > a.decode_step_seconds(64, 4096));
     }
 
     /// A quoted segment may hold dots (a model's name), as in a TOML dotted key.

@@ -380,6 +380,25 @@ impl PerfModel {
         self
     }
 
+    /// The same replica with the attention kernels' efficiencies (tensor and KV bandwidth) of
+    /// `reference`, a replica whose weights are in this one's KV data type: the FlashAttention kernel
+    /// vLLM runs depends on the KV cache's data type, not the weights' (an FP8 cache computes attention
+    /// in FP8 under FlashAttention-3, a BF16 cache in BF16), and the fitted FP8 profiles' attention
+    /// efficiencies are 1.1–2.2× the BF16 ones of the same GPU, model and TP. The provenance names
+    /// both, and is calibrated only if both are.
+    pub fn with_attention_of(mut self, reference: &PerfModel) -> Self {
+        self.eff.attention = reference.eff.attention;
+        self.eff.kv_memory = reference.eff.kv_memory;
+        self.provenance = Provenance {
+            profile: format!(
+                "{} (attention: {})",
+                self.provenance.profile, reference.provenance.profile
+            ),
+            calibrated: self.provenance.calibrated && reference.provenance.calibrated,
+        };
+        self
+    }
+
     /// KV-cache bytes one token occupies on each GPU of the replica.
     pub fn kv_bytes_per_token_per_gpu(&self) -> f64 {
         self.kv_bytes_per_token
