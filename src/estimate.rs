@@ -137,15 +137,21 @@ impl Estimate {
             self.output_tokens,
             self.concurrency
         );
-        let _ = writeln!(
-            o,
-            "Client: {} (prompts {}–{} tokens, outputs {}–{}).\n",
-            self.harness,
-            self.prompt_tokens_range[0],
-            self.prompt_tokens_range[1],
-            self.output_tokens_range[0],
-            self.output_tokens_range[1]
-        );
+        let [p0, p1] = self.prompt_tokens_range;
+        let [o0, o1] = self.output_tokens_range;
+        let _ = if p0 == p1 && o0 == o1 {
+            writeln!(
+                o,
+                "Client: {} (every request {p0} + {o0} tokens).\n",
+                self.harness
+            )
+        } else {
+            writeln!(
+                o,
+                "Client: {} (prompts {p0}–{p1} tokens, outputs {o0}–{o1}).\n",
+                self.harness
+            )
+        };
         let _ = writeln!(
             o,
             "Step times: {calibrated} ({}; distance from a fitted configuration: {}).\n",

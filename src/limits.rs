@@ -156,6 +156,7 @@ fn mix_expected(w: &crate::workload::WorkloadSpec, window: f64) -> Option<f64> {
                 .ok()
                 .and_then(|c| c.requests)
                 .map(|r| f64::from(r.0)),
+            WorkloadKind::Stages => stage_requests(t),
             WorkloadKind::Trace | WorkloadKind::Mix => None,
         }
     });
@@ -163,6 +164,13 @@ fn mix_expected(w: &crate::workload::WorkloadSpec, window: f64) -> Option<f64> {
         (Some(a), Some(b)) => Some(a + b),
         (a, b) => a.or(b),
     })
+}
+
+/// Requests a staged workload sends if every stage runs: the sum of floor(rate × duration).
+fn stage_requests(w: &crate::workload::WorkloadSpec) -> Option<f64> {
+    w.stages
+        .as_ref()
+        .map(|st| st.iter().map(|s| s.requests() as f64).sum())
 }
 
 impl Footprint {
@@ -188,6 +196,7 @@ impl Footprint {
                 .ok()
                 .and_then(|c| c.requests)
                 .map(|r| f64::from(r.0)),
+            WorkloadKind::Stages => stage_requests(w),
             WorkloadKind::Trace => None,
             WorkloadKind::Mix => mix_expected(w, window),
         };

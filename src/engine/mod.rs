@@ -1406,6 +1406,7 @@ impl Simulation {
         summary.meta = self.meta.take();
         let bench = self.workload.bench_report();
         summary.benchmark = bench.clone();
+        summary.stages = self.workload.stage_report();
         summary.sim.stopped = self.stopped.take();
         summary.tiers = self.tier_summary();
         summary.energy = Some(EnergySummary::of(

@@ -15,6 +15,7 @@ pub mod record;
 pub mod recovery;
 pub mod replicas;
 pub mod requests;
+pub mod stages;
 pub mod steady;
 pub mod summary;
 pub mod timeseries;

@@ -47,6 +47,10 @@ pub struct Summary {
     /// above are the engine's (gateway arrival to token) and include the warm-up request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub benchmark: Option<super::bench::BenchReport>,
+    /// With a staged workload (`kind = "stages"`): each stage and the run as inference-perf reports
+    /// them (output throughput over first send to last response, drains included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<super::stages::StageReport>,
     /// KV offload tiers, in order below the GPU (`host`, `disk`, `shared`); absent when none is set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tiers: Option<Vec<TierSummary>>,
@@ -754,6 +758,7 @@ impl Summary {
             ttft_by_turn_ms: turn_groups(&st.breakdown),
             ttft_by_prompt_ms: prompt_groups(&st.breakdown),
             benchmark: None,
+            stages: None,
             tiers: None,
             classes: c
                 .classes

@@ -264,6 +264,12 @@ pub fn validate(classes: &[ClassSpec]) -> Result<(), (String, String)> {
             // A benchmark client's clients start when its warm-up request finishes, after arrivals of
             // the other classes may already have been handed out: the merged stream could go back in
             // time. A closed loop of users is a `sessions` class.
+            super::WorkloadKind::Stages => {
+                return Err((
+                    at("traffic.kind"),
+                    "a staged client (`stages`) waits for its own requests to drain, which other classes' traffic would hold up: run it on its own".into(),
+                ));
+            }
             super::WorkloadKind::Concurrency | super::WorkloadKind::Benchmark => {
                 return Err((
                     at("traffic.kind"),

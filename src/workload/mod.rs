@@ -22,6 +22,7 @@ pub mod mix;
 pub mod rate_curve;
 pub mod sessions;
 pub mod spec;
+pub mod stages;
 pub mod synthetic;
 pub mod trace;
 
@@ -56,6 +57,12 @@ pub trait Workload: Send {
 
     /// A benchmark client's own measurements (`vllm bench serve`'s definitions), if this workload is one.
     fn bench_report(&self) -> Option<BenchReport> {
+        None
+    }
+
+    /// A staged load generator's own per-stage report (inference-perf's definitions), if this
+    /// workload is one.
+    fn stage_report(&self) -> Option<crate::metrics::stages::StageReport> {
         None
     }
 

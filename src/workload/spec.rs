@@ -14,6 +14,7 @@ use super::frontend::FrontendSpec;
 use super::harness::Harness;
 use super::rate_curve::{RateCurve, RateCurveSpec};
 use super::sessions::{SegmentPool, SessionConfig, SessionMode, SessionRows, Sessions};
+use super::stages::{StageLoad, StageSpec, Stages};
 use super::synthetic::RequestSampler;
 use super::trace::{
     self, Replay, RowStream, Timing, TraceError, TraceFormat, TraceOptions, TraceRow,
@@ -42,6 +43,9 @@ pub enum WorkloadKind {
     /// A benchmark client's closed loop: `concurrency`, with the lengths drawn around the nominal
     /// `prompt` and `output` and the request budget as `harness` does ([`super::harness`]).
     Benchmark,
+    /// Open-loop stages, each drained before the next, as inference-perf sends them
+    /// ([`super::stages`]).
+    Stages,
     /// Several classes of traffic, each a workload of its own with a priority and SLO ([`super::mix`]).
     Mix,
 }
@@ -55,6 +59,7 @@ impl WorkloadKind {
             WorkloadKind::Trace => "trace",
             WorkloadKind::Concurrency => "concurrency",
             WorkloadKind::Benchmark => "benchmark",
+            WorkloadKind::Stages => "stages",
             WorkloadKind::Mix => "mix",
         }
     }
@@ -93,6 +98,14 @@ impl WorkloadKind {
                 "output",
                 "shared_prefix",
                 "frontend",
+            ],
+            WorkloadKind::Stages => &[
+                "stages",
+                "load",
+                "interval",
+                "prompt",
+                "output",
+                "shared_prefix",
             ],
             WorkloadKind::Benchmark => &[
                 "harness",
@@ -152,6 +165,15 @@ pub struct WorkloadSpec {
     /// default: on, with published costs).
     #[serde(default)]
     pub frontend: Option<FrontendSpec>,
+    /// The stages, in order (`stages`): `[{ rate = 3, duration = "20s" }, ...]`.
+    #[serde(default)]
+    pub stages: Option<Vec<StageSpec>>,
+    /// How each stage spaces its sends (`stages`): `constant` (default) or `poisson`.
+    #[serde(default)]
+    pub load: Option<StageLoad>,
+    /// Pause after a stage has drained, before the next one's lead-in (`stages`; default 1 s).
+    #[serde(default)]
+    pub interval: Option<SimDuration>,
     /// The benchmark client imitated (`benchmark`): `vllm-bench` or `inferencemax`.
     #[serde(default)]
     pub harness: Option<Harness>,
@@ -247,6 +269,17 @@ pub struct ClosedLoopConfig {
     pub frontend: FrontendSpec,
 }
 
+/// A staged workload's settings, validated.
+#[derive(Clone, Debug)]
+pub struct StagedConfig {
+    pub stages: Vec<StageSpec>,
+    pub load: StageLoad,
+    pub interval: SimDuration,
+    pub prompt: LengthDist,
+    pub output: LengthDist,
+    pub shared_prefix: Option<SharedPrefix>,
+}
+
 /// A workload ready to run, and what building it had to say (skipped trace lines).
 pub struct BuiltWorkload {
     pub workload: Box<dyn Workload>,
@@ -262,7 +295,8 @@ fn at(key: &str, message: impl Into<String>) -> Field {
 impl WorkloadSpec {
     /// Multiplies the offered traffic by `factor` (`fleetsim size --traffic-scale`): the arrival rate
     /// (`poisson`, `gamma`), the session start rate (`sessions`, also under a rate curve, whose shape is
-    /// kept), the number of clients (`concurrency`, rounded, at least one), the replay speed (`trace`:
+    /// kept), every stage's rate (`stages`), the number of clients (`concurrency`, rounded, at least
+    /// one), the replay speed (`trace`:
     /// its timeline compressed, think times included), every class of a mix. Lengths and shapes are
     /// unchanged.
     pub fn scale_traffic(&mut self, factor: f64) -> Result<(), String> {
@@ -277,6 +311,11 @@ impl WorkloadSpec {
         match self.kind {
             WorkloadKind::Poisson | WorkloadKind::Gamma => scale(&mut self.rate),
             WorkloadKind::Sessions => scale(&mut self.session_rate),
+            WorkloadKind::Stages => {
+                for st in self.stages.iter_mut().flatten() {
+                    st.rate.0 *= factor;
+                }
+            }
             WorkloadKind::Concurrency | WorkloadKind::Benchmark => {
                 if let Some(c) = &mut self.clients {
                     c.0 = ((f64::from(c.0) * factor).round() as u32).max(1);
@@ -296,8 +335,11 @@ impl WorkloadSpec {
     }
 
     /// Which keys are present, by name.
-    fn present(&self) -> [(&'static str, bool); 29] {
+    fn present(&self) -> [(&'static str, bool); 32] {
         [
+            ("stages", self.stages.is_some()),
+            ("load", self.load.is_some()),
+            ("interval", self.interval.is_some()),
             ("harness", self.harness.is_some()),
             ("random_range_ratio", self.random_range_ratio.is_some()),
             ("clients", self.clients.is_some()),
@@ -418,6 +460,27 @@ impl WorkloadSpec {
             output: self.length(&self.output, "output")?,
             shared_prefix: self.shared_prefix()?,
             frontend: self.frontend.unwrap_or_default(),
+        })
+    }
+
+    /// The staged generator's settings, or `Err((field path, message))`.
+    pub fn staged(&self) -> Result<StagedConfig, Field> {
+        let stages = self.stages.clone().ok_or_else(|| self.missing("stages"))?;
+        if stages.is_empty() {
+            return Err(at("stages", "needs at least one stage"));
+        }
+        for (i, st) in stages.iter().enumerate() {
+            if st.duration == SimDuration::ZERO {
+                return Err(at(&format!("stages[{i}].duration"), "must be above 0"));
+            }
+        }
+        Ok(StagedConfig {
+            stages,
+            load: self.load.unwrap_or_default(),
+            interval: self.interval.unwrap_or(SimDuration::from_secs(1)),
+            prompt: self.length(&self.prompt, "prompt")?,
+            output: self.length(&self.output, "output")?,
+            shared_prefix: self.shared_prefix()?,
         })
     }
 
@@ -575,6 +638,7 @@ impl WorkloadSpec {
             WorkloadKind::Sessions => self.sessions().map(|_| ()),
             WorkloadKind::Trace => self.trace(0).map(|_| ()),
             WorkloadKind::Concurrency | WorkloadKind::Benchmark => self.closed_loop().map(|_| ()),
+            WorkloadKind::Stages => self.staged().map(|_| ()),
             WorkloadKind::Mix => super::mix::validate(
                 self.classes
                     .as_deref()
@@ -614,6 +678,27 @@ impl WorkloadSpec {
                 let cfg = self.sessions().map_err(field)?;
                 (
                     Box::new(Sessions::new(cfg, stream(), end, max_requests)),
+                    Vec::new(),
+                )
+            }
+            WorkloadKind::Stages => {
+                let cfg = self.staged().map_err(field)?;
+                let sampler = RequestSampler::new(
+                    &cfg.prompt,
+                    &cfg.output,
+                    cfg.shared_prefix.as_ref(),
+                    &stream(),
+                );
+                (
+                    Box::new(Stages::new(
+                        cfg.stages,
+                        cfg.load,
+                        cfg.interval,
+                        sampler,
+                        stream(),
+                        end,
+                        max_requests,
+                    )),
                     Vec::new(),
                 )
             }
@@ -698,7 +783,7 @@ impl WorkloadSpec {
                 let cfg = self.sessions().map_err(field)?;
                 Box::new(SessionRows::new(cfg, stream(), end, max_requests).map(Ok))
             }
-            WorkloadKind::Concurrency | WorkloadKind::Benchmark => {
+            WorkloadKind::Concurrency | WorkloadKind::Benchmark | WorkloadKind::Stages => {
                 return Err(
                     "workload.kind: a closed loop's arrivals depend on the simulated completions, so there is nothing to write without simulating".into(),
                 );
@@ -832,6 +917,48 @@ output = { dist = "fixed", tokens = 128 }
             e.contains("workload.rate") && e.contains("benchmark"),
             "{e}"
         );
+    }
+
+    /// `kind = "stages"`: stages inline, `load` and `interval` defaulted as inference-perf's; an empty
+    /// list, a zero duration, a missing list and another kind's key are each named.
+    #[test]
+    fn stages_are_checked_and_defaulted() {
+        let text = BENCHMARK.replace(
+            "kind = \"benchmark\"\nharness = \"inferencemax\"\nclients = 8\n",
+            "kind = \"stages\"\nstages = [{ rate = 2, duration = \"10s\" }, { rate = 0.5, duration = \"3s\" }]\n",
+        );
+        let s = Scenario::parse(&text, "s.toml", &[]).unwrap();
+        let c = s.workload.staged().unwrap();
+        assert_eq!(c.stages.len(), 2);
+        assert_eq!(c.stages[0].requests(), 20);
+        assert_eq!(c.stages[1].requests(), 1);
+        assert_eq!(c.load, super::StageLoad::Constant);
+        assert_eq!(c.interval, crate::time::SimDuration::from_secs(1));
+        let e = err(&text.replace(
+            "stages = [{ rate = 2, duration = \"10s\" }, { rate = 0.5, duration = \"3s\" }]",
+            "stages = []",
+        ));
+        assert!(
+            e.contains("workload.stages") && e.contains("at least one"),
+            "{e}"
+        );
+        let e = err(&text.replace("duration = \"3s\"", "duration = \"0s\""));
+        assert!(e.contains("workload.stages[1].duration"), "{e}");
+        let e = err(&text.replace(
+            "stages = [{ rate = 2, duration = \"10s\" }, { rate = 0.5, duration = \"3s\" }]\n",
+            "",
+        ));
+        assert!(
+            e.contains("workload.stages") && e.contains("required"),
+            "{e}"
+        );
+        let e = err(&text.replace("kind = \"stages\"", "kind = \"stages\"\nclients = 3"));
+        assert!(
+            e.contains("workload.clients") && e.contains("stages"),
+            "{e}"
+        );
+        let e = err(&text.replace("kind = \"stages\"", "kind = \"stages\"\nload = \"bursty\""));
+        assert!(e.contains("load"), "{e}");
     }
 
     #[test]

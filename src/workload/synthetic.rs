@@ -150,8 +150,14 @@ impl RequestSampler {
     /// Request `id` arriving at `at`, its content and lengths drawn from `rng`. From a question pool,
     /// request `id` sends the pool's `id`-th prompt in its order (cycled) and draws only its output.
     pub fn sample(&self, rng: &mut SimRng, id: u64, at: SimTime) -> Request {
+        self.sample_nth(rng, id, id, at)
+    }
+
+    /// As [`RequestSampler::sample`], but a question pool sends its `nth` prompt (cycled) rather than
+    /// its `id`-th: a client that restarts the pool's order (inference-perf, at every stage).
+    pub fn sample_nth(&self, rng: &mut SimRng, id: u64, nth: u64, at: SimTime) -> Request {
         if let (Some(pool), Some((p, _))) = (&self.pool, &self.prefix) {
-            let entry = pool.order[(id % pool.order.len() as u64) as usize];
+            let entry = pool.order[(nth % pool.order.len() as u64) as usize];
             let segments = vec![
                 Segment {
                     content: OpenLoop::prefix_content(entry / pool.questions),

@@ -22,6 +22,13 @@ fn root() -> PathBuf {
 fn metric(s: &fleetsim::metrics::Summary, name: &str) -> f64 {
     match name {
         "output_tokens_per_s" => s.throughput.output_tokens_per_s,
+        // A staged run's throughput as its client reports it (inference-perf's summary).
+        "client_output_tokens_per_s" => {
+            s.stages
+                .as_ref()
+                .expect("a staged workload reports its stages")
+                .output_tokens_per_s
+        }
         "total_tokens_per_s" => s.throughput.input_tokens_per_s + s.throughput.output_tokens_per_s,
         "hit_rate" => s.prefix_cache.hit_rate,
         other => panic!("regression.csv: unknown metric `{other}`"),

@@ -16,7 +16,10 @@ for seed in 1 2 3; do
     "$fleetsim" run "$config.toml" --quiet --json --set "seed=$seed" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-print(d["throughput"]["output_tokens_per_s"], d["prefix_cache"]["hit_rate"], d["ttft_ms"]["p90"] / 1000)' >> "$runs"
+# A staged run reports throughput as its client does (inference-perf: the run from first send to
+# last response); any other, the simulator throughput.
+tput = d["stages"]["output_tokens_per_s"] if "stages" in d else d["throughput"]["output_tokens_per_s"]
+print(tput, d["prefix_cache"]["hit_rate"], d["ttft_ms"]["p90"] / 1000)' >> "$runs"
   done
 done
 python3 - "$runs" <<'PY'
