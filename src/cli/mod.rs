@@ -46,7 +46,9 @@ pub enum Command {
     Run {
         /// Scenario file (TOML).
         scenario: PathBuf,
-        /// Write summary.json, summary.md and run_info.json into this directory.
+        /// Write the results into this directory: summary.json, summary.md, timeseries.csv, workers.csv,
+        /// requests.parquet, run_info.json, report.html and its plot-*.svg (docs/results.md lists every
+        /// file and column).
         #[arg(long)]
         out: Option<PathBuf>,
         /// Override a scenario value, e.g. `--set workload.rate=40` or `--set workers[0].count=8`.
@@ -106,6 +108,8 @@ pub enum Command {
         /// Also write requests.csv, a CSV copy of requests.parquet, in each policy's folder (with --out).
         #[arg(long, requires = "out")]
         requests_csv: bool,
+        /// Override a scenario value (repeatable), e.g. `--set workload.rate=40`, `--set workers[0].count=8`
+        /// or `--set 'autoscaler.models."llama-3.1-8b".target=30'`.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
         /// No progress bars.
@@ -211,6 +215,8 @@ pub enum Command {
         /// Also size for the traffic multiplied by each factor, e.g. `1,1.5,2` ("when must we grow").
         #[arg(long, value_delimiter = ',', value_parser = parse_scale)]
         traffic_scale: Vec<f64>,
+        /// Override a scenario value (repeatable), e.g. `--set workload.rate=40`, `--set workers[0].count=8`
+        /// or `--set 'autoscaler.models."llama-3.1-8b".target=30'`.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
         /// Also write size.md and size.json here.
@@ -228,7 +234,10 @@ pub enum Command {
     },
     /// Check a scenario file, including the size limits; exit non-zero with a clear error if it is invalid.
     Validate {
+        /// Scenario file (TOML).
         scenario: PathBuf,
+        /// Override a scenario value (repeatable), e.g. `--set workload.rate=40`, `--set workers[0].count=8`
+        /// or `--set 'autoscaler.models."llama-3.1-8b".target=30'`.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
         /// Report the size limits the scenario exceeds as notes instead of errors.
