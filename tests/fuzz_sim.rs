@@ -387,6 +387,41 @@ fn autoscaled_models() -> impl Strategy<Value = String> {
         })
 }
 
+/// A staged workload (inference-perf's client) of 1–4 stages on a small fleet, with faults laid on:
+/// constant or Poisson spacing, a question pool or not, a request cap.
+fn staged() -> impl Strategy<Value = String> {
+    let stage = (number(&["0.5", "3.0", "12.0"]), 1u32..6);
+    (
+        prop::collection::vec(stage, 1..5),
+        prop::sample::select(&["constant", "poisson"][..]),
+        any::<bool>(),
+        5u32..200,
+        prop::sample::select(&["least_outstanding", "random", "prefix_aware", "llm_d"][..]),
+        prop::collection::vec(fault(3), 0..3),
+        0..i64::MAX as u64,
+    )
+        .prop_map(|(stages, load, pool, cap, policy, faults, seed)| {
+            // Always capped: an edge rate (1e6 a second) would otherwise send millions.
+            let mut t = format!(
+                "name = \"fuzz-stages\"\nseed = {seed}\nduration = \"10m\"\nmax_requests = {cap}\n"
+            );
+            t += "\n[[workers]]\ncount = 3\ngpu = \"h100\"\nmodel = \"llama-3.1-8b\"\nkv_blocks = 600\n";
+            t += &format!("\n[workload]\nkind = \"stages\"\nload = \"{load}\"\nstages = [");
+            for (rate, secs) in &stages {
+                t += &format!("{{ rate = {rate}, duration = \"{secs}s\" }}, ");
+            }
+            t += "]\nprompt = { dist = \"uniform\", min = 16, max = 200 }\noutput = { dist = \"fixed\", tokens = 8 }\n";
+            if pool {
+                t += "shared_prefix = { groups = 4, tokens = 128, questions = 3 }\n";
+            }
+            t += &format!("\n[router]\npolicy = \"{policy}\"\n");
+            for f in faults {
+                t += &f;
+            }
+            t
+        })
+}
+
 /// Validates and, if valid and within its limits, runs `text` with `set` to its end, checking that
 /// every request is accounted for.
 fn run(text: &str, file: &str, set: &[String]) {
@@ -408,6 +443,21 @@ fn run(text: &str, file: &str, set: &[String]) {
         r.completed + r.failed + r.rejected,
         "every request accounted for:\n{text}\n{set:?}"
     );
+    // A staged client: every arrival belongs to a stage, and no stage sends before the previous one
+    // has drained, its interval (1 s) and its lead-in (1 s) have passed.
+    if let Some(st) = &out.summary.stages {
+        let sent: u64 = st.stages.iter().map(|s| s.requests).sum();
+        assert_eq!(sent, r.arrived, "every arrival is in a stage:\n{text}");
+        let done: u64 = st.stages.iter().map(|s| s.completed).sum();
+        assert_eq!(done, r.completed, "every completion is in a stage:\n{text}");
+        let sending: Vec<_> = st.stages.iter().filter(|s| s.requests > 0).collect();
+        for w in sending.windows(2) {
+            assert!(
+                w[1].start_s > w[0].end_s + 2.0 - 1e-9,
+                "stage drained before the next: {w:?}\n{text}"
+            );
+        }
+    }
     // With adapters or several autoscaled models, the same scenario runs to the same summary, byte
     // for byte.
     if s.workload.adapters.is_some() || s.autoscaler.as_ref().is_some_and(|_| s.workers.len() > 1) {
@@ -449,6 +499,11 @@ proptest! {
     #[test]
     fn generated_scenarios_run_to_the_end_and_lose_no_request((text, set) in scenario()) {
         run(&text, "fuzz.toml", &set);
+    }
+
+    #[test]
+    fn staged_clients_drain_each_stage_and_lose_no_request(text in staged()) {
+        run(&text, "fuzz-stages.toml", &[]);
     }
 
     #[test]

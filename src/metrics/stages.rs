@@ -27,7 +27,11 @@ pub struct StageSummary {
     pub completed: u64,
     /// Output tokens of the completed requests.
     pub output_tokens: u64,
-    /// From the stage's first send to its last response (the drain included), seconds.
+    /// The stage's first send and last response (the drain included), seconds into the run; 0 for a
+    /// stage that sent nothing.
+    pub start_s: f64,
+    pub end_s: f64,
+    /// `end_s − start_s`.
     pub span_s: f64,
     /// `output_tokens / span_s`.
     pub output_tokens_per_s: f64,
@@ -129,6 +133,8 @@ impl StageLog {
                     requests: s.requests,
                     completed: s.completed,
                     output_tokens: s.output_tokens,
+                    start_s: round(s.first_send.unwrap_or(0.0), 9),
+                    end_s: round(s.last_end.unwrap_or(0.0), 9),
                     span_s: round(span_s, 6),
                     output_tokens_per_s: rate(s.output_tokens, span_s),
                     ttft_ms: BenchStat::of(&s.ttft_ms),
@@ -197,6 +203,7 @@ mod tests {
         assert_eq!(r.stages.len(), 2);
         assert_eq!((r.stages[0].requests, r.stages[0].completed), (2, 2));
         assert_eq!(r.stages[0].output_tokens_per_s, 20.0);
+        assert_eq!((r.stages[0].start_s, r.stages[0].end_s), (1.0, 9.0));
         assert_eq!(r.stages[0].ttft_ms.mean, 2000.0);
         assert_eq!((r.stages[1].requests, r.stages[1].completed), (2, 1));
         assert_eq!(r.stages[1].output_tokens_per_s, 10.0);

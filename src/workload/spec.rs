@@ -473,6 +473,26 @@ impl WorkloadSpec {
             if st.duration == SimDuration::ZERO {
                 return Err(at(&format!("stages[{i}].duration"), "must be above 0"));
             }
+            if st.rate.0 > StageSpec::MAX_RATE {
+                return Err(at(
+                    &format!("stages[{i}].rate"),
+                    format!(
+                        "at most {} requests per second, got {}",
+                        StageSpec::MAX_RATE,
+                        st.rate.0
+                    ),
+                ));
+            }
+            if st.rate.0 * st.duration.as_secs_f64() > StageSpec::MAX_REQUESTS as f64 {
+                return Err(at(
+                    &format!("stages[{i}].rate"),
+                    format!(
+                        "rate × duration is {:.0} requests: at most {} in one stage",
+                        st.rate.0 * st.duration.as_secs_f64(),
+                        StageSpec::MAX_REQUESTS
+                    ),
+                ));
+            }
         }
         Ok(StagedConfig {
             stages,
@@ -944,6 +964,19 @@ output = { dist = "fixed", tokens = 128 }
         );
         let e = err(&text.replace("duration = \"3s\"", "duration = \"0s\""));
         assert!(e.contains("workload.stages[1].duration"), "{e}");
+        let e = err(&text.replace("rate = 0.5", "rate = 1e300"));
+        assert!(
+            e.contains("workload.stages[1].rate") && e.contains("per second"),
+            "{e}"
+        );
+        let e = err(&text.replace(
+            "rate = 0.5, duration = \"3s\"",
+            "rate = 1e5, duration = \"2h\"",
+        ));
+        assert!(
+            e.contains("workload.stages[1].rate") && e.contains("in one stage"),
+            "{e}"
+        );
         let e = err(&text.replace(
             "stages = [{ rate = 2, duration = \"10s\" }, { rate = 0.5, duration = \"3s\" }]\n",
             "",

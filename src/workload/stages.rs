@@ -62,6 +62,12 @@ pub struct StageSpec {
 }
 
 impl StageSpec {
+    /// Highest rate a stage may ask for: far above any benchmark client's, and low enough that a
+    /// second's Poisson count stays a small allocation.
+    pub const MAX_RATE: f64 = 1e6;
+    /// Most requests in one stage (its send times are drawn when it begins).
+    pub const MAX_REQUESTS: u64 = 10_000_000;
+
     /// Requests the stage sends: `floor(rate × duration)`, as inference-perf's `int(rate * duration)`.
     pub fn requests(&self) -> u64 {
         (self.rate.0 * self.duration.as_secs_f64()).floor() as u64
