@@ -19,7 +19,7 @@ use crate::metrics::summary::round;
 use crate::routing::RouterSpec;
 use crate::scenario::{Scenario, Slo, WorkerGroup};
 use crate::time::SimDuration;
-use crate::workload::dist::{DistKind, LengthSpec};
+use crate::workload::dist::LengthSpec;
 use crate::workload::harness::Harness;
 use crate::workload::{FrontendSpec, WorkloadKind, WorkloadSpec};
 
@@ -215,14 +215,6 @@ impl Estimate {
     }
 }
 
-fn fixed(tokens: u32) -> LengthSpec {
-    LengthSpec {
-        dist: Some(DistKind::Fixed),
-        tokens: Some(PositiveInt(tokens)),
-        ..LengthSpec::default()
-    }
-}
-
 /// Runs `clients` closed-loop clients sending `requests` requests to one worker of `group` through
 /// `frontend`; the summary and the client's own measurements.
 fn simulate(
@@ -293,36 +285,34 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
         group.max_num_seqs = PositiveInt(n.max(1));
     }
     let perf = group.perf();
-    let (harness, prompt, output, budget) = match req.harness {
+    // The client imitated: the ranges its lengths are drawn from, and its request budget.
+    let (harness, prompt_range, output_range, budget) = match req.harness {
         None => (
             "fixed lengths".to_string(),
-            fixed(req.prompt),
-            fixed(req.output),
+            (req.prompt, req.prompt),
+            (req.output, req.output),
             clients.saturating_mul(10),
         ),
         Some((h, r)) => {
             let r = r.unwrap_or(h.default_range_ratio());
             (
                 format!("{h}, --random-range-ratio {r}"),
-                h.lengths(req.prompt, r)?,
-                h.lengths(req.output, r)?,
+                h.bounds(req.prompt, r)?,
+                h.bounds(req.output, r)?,
                 h.default_requests(clients),
             )
         }
     };
-    let range = |l: &LengthSpec| match (l.tokens, l.min, l.max) {
-        (Some(t), ..) => [t.0, t.0],
-        (None, Some(a), Some(b)) => [a.0, b.0],
-        _ => unreachable!("a harness draws fixed or uniform lengths"),
-    };
+    let prompt = LengthSpec::between(prompt_range.0, prompt_range.1);
+    let output = LengthSpec::between(output_range.0, output_range.1);
     let engine_only = FrontendSpec {
         enabled: false,
         ..FrontendSpec::default()
     };
     let (idle, _) = simulate(
         &group,
-        fixed(req.prompt),
-        fixed(req.output),
+        LengthSpec::fixed(req.prompt),
+        LengthSpec::fixed(req.output),
         1,
         1,
         engine_only,
@@ -364,8 +354,8 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
         prompt_tokens: req.prompt,
         output_tokens: req.output,
         harness,
-        prompt_tokens_range: range(&prompt),
-        output_tokens_range: range(&output),
+        prompt_tokens_range: [prompt_range.0, prompt_range.1],
+        output_tokens_range: [output_range.0, output_range.1],
         concurrency: clients,
         requests: loaded.requests,
         prefill_ms: idle.ttft_ms.mean,

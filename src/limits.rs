@@ -151,11 +151,7 @@ fn mix_expected(w: &crate::workload::WorkloadSpec, window: f64) -> Option<f64> {
                 t.session_rate.map(|r| r.0 * window * turns)
             }
             WorkloadKind::Concurrency => t.requests.map(|r| f64::from(r.0)),
-            WorkloadKind::Benchmark => t
-                .closed_loop()
-                .ok()
-                .and_then(|c| c.requests)
-                .map(|r| f64::from(r.0)),
+            WorkloadKind::Benchmark => harness_requests(t),
             WorkloadKind::Stages => stage_requests(t),
             WorkloadKind::Trace | WorkloadKind::Mix => None,
         }
@@ -164,6 +160,14 @@ fn mix_expected(w: &crate::workload::WorkloadSpec, window: f64) -> Option<f64> {
         (Some(a), Some(b)) => Some(a + b),
         (a, b) => a.or(b),
     })
+}
+
+/// Requests a benchmark client sends: its `requests`, or its harness's default budget.
+fn harness_requests(w: &crate::workload::WorkloadSpec) -> Option<f64> {
+    w.closed_loop()
+        .ok()
+        .and_then(|c| c.requests)
+        .map(|r| f64::from(r.0))
 }
 
 /// Requests a staged workload sends if every stage runs: the sum of floor(rate × duration).
@@ -191,11 +195,7 @@ impl Footprint {
                 w.session_rate.map(|r| r.0 * window * turns)
             }
             WorkloadKind::Concurrency => w.requests.map(|r| f64::from(r.0)),
-            WorkloadKind::Benchmark => w
-                .closed_loop()
-                .ok()
-                .and_then(|c| c.requests)
-                .map(|r| f64::from(r.0)),
+            WorkloadKind::Benchmark => harness_requests(w),
             WorkloadKind::Stages => stage_requests(w),
             WorkloadKind::Trace => None,
             WorkloadKind::Mix => mix_expected(w, window),

@@ -94,6 +94,29 @@ fn check_keys(
 }
 
 impl LengthSpec {
+    /// Exactly `tokens` (at least 1).
+    pub fn fixed(tokens: u32) -> Self {
+        Self::between(tokens, tokens)
+    }
+
+    /// Uniform integers in `[min, max]`, or exactly `min` where the bounds meet (both at least 1).
+    pub fn between(min: u32, max: u32) -> Self {
+        if min == max {
+            LengthSpec {
+                dist: Some(DistKind::Fixed),
+                tokens: Some(PositiveInt(min)),
+                ..LengthSpec::default()
+            }
+        } else {
+            LengthSpec {
+                dist: Some(DistKind::Uniform),
+                min: Some(PositiveInt(min)),
+                max: Some(PositiveInt(max)),
+                ..LengthSpec::default()
+            }
+        }
+    }
+
     /// The distribution, or `Err((key, message))` naming the key that is missing or does not apply.
     pub fn build(&self) -> Result<LengthDist, (&'static str, String)> {
         let kind = self.dist.ok_or((

@@ -13,8 +13,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::PositiveInt;
-use crate::workload::dist::{DistKind, LengthSpec};
+use crate::workload::dist::LengthSpec;
 
 /// A benchmark client whose workload fleetsim reproduces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,20 +96,7 @@ impl Harness {
     /// The length distribution for nominal `len` at range ratio `r` (fixed where the bounds meet).
     pub fn lengths(self, len: u32, r: f64) -> Result<LengthSpec, String> {
         let (min, max) = self.bounds(len, r)?;
-        Ok(if min == max {
-            LengthSpec {
-                dist: Some(DistKind::Fixed),
-                tokens: Some(PositiveInt(min)),
-                ..LengthSpec::default()
-            }
-        } else {
-            LengthSpec {
-                dist: Some(DistKind::Uniform),
-                min: Some(PositiveInt(min)),
-                max: Some(PositiveInt(max)),
-                ..LengthSpec::default()
-            }
-        })
+        Ok(LengthSpec::between(min, max))
     }
 }
 
@@ -137,6 +123,8 @@ impl FromStr for Harness {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::PositiveInt;
+    use crate::workload::dist::DistKind;
 
     /// vLLM's current window is symmetric with floor/ceil, InferenceMAX's (the pre-#16126 script) runs
     /// from `int(L·r)` to `L`: at 1,024 tokens and r = 0.8 the two differ by a factor of 2 in width and
