@@ -14,13 +14,13 @@ use crate::config::PositiveInt;
 use crate::engine::Simulation;
 use crate::hardware::{GpuId, ModelId, Precision, Profile, ProfileKey};
 use crate::metrics::Summary;
-use crate::metrics::bench::BenchReport;
+use crate::metrics::bench::{BenchDefinitions, BenchReport};
 use crate::metrics::summary::round;
 use crate::routing::RouterSpec;
 use crate::scenario::{Scenario, Slo, WorkerGroup};
 use crate::time::SimDuration;
 use crate::workload::dist::LengthSpec;
-use crate::workload::harness::Harness;
+use crate::workload::harness::{Harness, HarnessOptions};
 use crate::workload::{FrontendSpec, WorkloadKind, WorkloadSpec};
 
 /// What to estimate.
@@ -47,10 +47,11 @@ pub struct EstimateRequest {
     pub max_num_seqs: Option<u32>,
     /// The client/API-server path (default: on, with published costs; `enabled = false`: lock step).
     pub frontend: FrontendSpec,
-    /// The benchmark client imitated, if any, and its `--random-range-ratio` (default: the harness's):
-    /// lengths drawn around `prompt` and `output` as it draws them, its request budget and server flags.
-    /// `None`: every request exactly `prompt` + `output` tokens, ten per client.
-    pub harness: Option<(Harness, Option<f64>)>,
+    /// The benchmark client imitated, if any, and its options (unset ones take the harness's defaults):
+    /// lengths drawn around `prompt` and `output` as it draws them, its request budget, warm-up, metric
+    /// definitions and server flags. `None`: every request exactly `prompt` + `output` tokens, ten per
+    /// client, `vllm bench serve`'s metrics.
+    pub harness: Option<(Harness, HarnessOptions)>,
 }
 
 /// Mean and percentiles of a latency, ms.
@@ -105,8 +106,12 @@ pub struct Estimate {
     pub tpot_ms: Stats,
     /// Mean inter-token latency over every gap of every request, ms.
     pub itl_mean_ms: f64,
-    /// The benchmark's warm-up request (client path on), kept out of the statistics.
+    /// The benchmark's warm-up request (client path on), kept out of the statistics; the mean where the
+    /// harness sends several.
     pub warmup_ttft_ms: Option<f64>,
+    /// Whose metric definitions TTFT, TPOT and ITL follow (written when not `vllm bench serve`'s).
+    #[serde(skip_serializing_if = "BenchDefinitions::is_vllm_bench")]
+    pub definitions: BenchDefinitions,
 }
 
 impl Estimate {
@@ -186,11 +191,20 @@ impl Estimate {
         if let Some(w) = self.warmup_ttft_ms {
             let _ = writeln!(o, "| warm-up request TTFT (not counted) | {w:.2} ms |");
         }
-        let _ = writeln!(
-            o,
-            "\nRequests measured: {} (TTFT, TPOT = (E2E − TTFT)/(output − 1) and ITL as `vllm bench serve` defines them).",
-            self.requests
-        );
+        let definitions = match self.definitions {
+            BenchDefinitions::VllmBench => {
+                "TTFT, TPOT = (E2E − TTFT)/(output − 1) and ITL as `vllm bench serve` defines them"
+            }
+            BenchDefinitions::PerRequestItl => {
+                "TTFT as the client defines it; TPOT is its inter-token latency, (E2E − TTFT)/(output − 1) \
+                 per request, and ITL mean the mean of those over requests"
+            }
+            BenchDefinitions::Guidellm => {
+                "as GuideLLM defines them: TPOT = E2E/output tokens, weighted by output tokens; ITL \
+                 weighted by gaps; percentiles without interpolation"
+            }
+        };
+        let _ = writeln!(o, "\nRequests measured: {} ({definitions}).", self.requests);
         if let Some(note) = self.grouping_note() {
             let _ = writeln!(o, "\n{note}");
         }
@@ -215,16 +229,14 @@ impl Estimate {
     }
 }
 
-/// Runs `clients` closed-loop clients sending `requests` requests to one worker of `group` through
-/// `frontend`; the summary and the client's own measurements.
+/// Runs `workload` (a closed loop) against one worker of `group`; the summary and the client's own
+/// measurements. `longest` is the longest prompt and output drawn, for the error when one cannot fit.
 fn simulate(
     group: &WorkerGroup,
-    prompt: LengthSpec,
-    output: LengthSpec,
-    clients: u32,
-    requests: u32,
-    frontend: FrontendSpec,
+    workload: WorkloadSpec,
+    longest: (u32, u32),
 ) -> Result<(Summary, BenchReport), String> {
+    let requests = workload.requests.map(|r| u64::from(r.0));
     let scenario = Scenario {
         name: "estimate".into(),
         seed: 0,
@@ -232,15 +244,7 @@ fn simulate(
         duration: SimDuration::from_secs(10 * 365 * 24 * 3600),
         max_requests: None,
         workers: vec![group.clone()],
-        workload: WorkloadSpec {
-            kind: WorkloadKind::Concurrency,
-            clients: Some(PositiveInt(clients)),
-            requests: Some(PositiveInt(requests)),
-            prompt: Some(prompt.clone()),
-            output: Some(output.clone()),
-            frontend: Some(frontend),
-            ..WorkloadSpec::default()
-        },
+        workload,
         router: RouterSpec::default(),
         policies: Default::default(),
         slo: Slo::default(),
@@ -255,21 +259,39 @@ fn simulate(
         meta: Default::default(),
         autoscaler: None,
     };
-    scenario.validate().map_err(|(_, message)| message)?;
+    scenario
+        .validate()
+        .map_err(|(field, message)| format!("{field}: {message}"))?;
     let out = Simulation::from_scenario(&scenario)?.run(&mut |_| {});
     let bench = out
         .bench
         .expect("a concurrency workload reports its client's measurements");
-    if bench.requests != u64::from(requests) {
-        let longest = |l: &LengthSpec| l.max.or(l.tokens).map_or(0, |t| t.0);
+    if Some(bench.requests) != requests {
         return Err(format!(
             "a request of {} + {} tokens does not fit the worker's KV cache ({} rejected)",
-            longest(&prompt),
-            longest(&output),
-            out.summary.requests.rejected
+            longest.0, longest.1, out.summary.requests.rejected
         ));
     }
     Ok((out.summary, bench))
+}
+
+/// A closed loop of `clients` clients sending `requests` requests of `prompt` and `output` tokens.
+fn closed_loop(
+    prompt: LengthSpec,
+    output: LengthSpec,
+    clients: u32,
+    requests: u32,
+    frontend: FrontendSpec,
+) -> WorkloadSpec {
+    WorkloadSpec {
+        kind: WorkloadKind::Concurrency,
+        clients: Some(PositiveInt(clients)),
+        requests: Some(PositiveInt(requests)),
+        prompt: Some(prompt),
+        output: Some(output),
+        frontend: Some(frontend),
+        ..WorkloadSpec::default()
+    }
 }
 
 /// Estimates `req`, or says why it cannot (the model does not fit, a request is longer than the KV cache).
@@ -280,54 +302,96 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
         group.use_profile(name.clone(), p.clone())?;
     }
     let clients = req.concurrency.unwrap_or(1);
-    let harness_seqs = req.harness.and_then(|(h, _)| h.max_num_seqs(clients));
+    let harness_seqs = req
+        .harness
+        .as_ref()
+        .and_then(|(h, _)| h.max_num_seqs(clients));
     if let Some(n) = req.max_num_seqs.or(harness_seqs) {
         group.max_num_seqs = PositiveInt(n.max(1));
     }
     let perf = group.perf();
-    // The client imitated: the ranges its lengths are drawn from, and its request budget.
-    let (harness, prompt_range, output_range, budget) = match req.harness {
+    let clients_run = req.concurrency.unwrap_or(1);
+    // The client imitated: the workload it runs, how it is described, the ranges its lengths are drawn
+    // from.
+    let (harness, prompt_range, output_range, workload) = match &req.harness {
         None => (
             "fixed lengths".to_string(),
             (req.prompt, req.prompt),
             (req.output, req.output),
-            clients.saturating_mul(10),
+            closed_loop(
+                LengthSpec::fixed(req.prompt),
+                LengthSpec::fixed(req.output),
+                clients_run,
+                match req.concurrency {
+                    None => 1,
+                    Some(c) => req.requests.unwrap_or(c.saturating_mul(10)),
+                },
+                req.frontend,
+            ),
         ),
-        Some((h, r)) => {
-            let r = r.unwrap_or(h.default_range_ratio());
+        Some((h, options)) => {
+            let run = h
+                .run(req.prompt, req.output, clients_run, options)
+                .map_err(|(key, m)| match key {
+                    "random_range_ratio" => m,
+                    _ => format!("--harness-option {key}: {m}"),
+                })?;
+            let requests = match req.concurrency {
+                None => 1,
+                Some(_) => req.requests.or(run.requests).ok_or_else(|| {
+                    format!(
+                        "{h} has no default request budget (its --constraint \
+                         kind=max_requests,count=N): give --requests"
+                    )
+                })?,
+            };
+            let mut words = options.clone();
+            if matches!(h, Harness::VllmBench | Harness::InferenceMax) {
+                words.random_range_ratio = Some(
+                    options
+                        .random_range_ratio
+                        .unwrap_or(h.default_range_ratio()),
+                );
+            }
+            let words = words.words();
             (
-                format!("{h}, --random-range-ratio {r}"),
-                h.bounds(req.prompt, r)?,
-                h.bounds(req.output, r)?,
-                h.default_requests(clients),
+                if words.is_empty() {
+                    h.to_string()
+                } else {
+                    format!("{h}, {words}")
+                },
+                run.prompt_range,
+                run.output_range,
+                WorkloadSpec {
+                    kind: WorkloadKind::Benchmark,
+                    harness: Some(*h),
+                    options: Some(options.clone()),
+                    clients: Some(PositiveInt(clients_run)),
+                    requests: Some(PositiveInt(requests.max(1))),
+                    prompt: Some(LengthSpec::fixed(req.prompt)),
+                    output: Some(LengthSpec::fixed(req.output)),
+                    frontend: Some(req.frontend),
+                    ..WorkloadSpec::default()
+                },
             )
         }
     };
-    let prompt = LengthSpec::between(prompt_range.0, prompt_range.1);
-    let output = LengthSpec::between(output_range.0, output_range.1);
     let engine_only = FrontendSpec {
         enabled: false,
         ..FrontendSpec::default()
     };
     let (idle, _) = simulate(
         &group,
-        LengthSpec::fixed(req.prompt),
-        LengthSpec::fixed(req.output),
-        1,
-        1,
-        engine_only,
+        closed_loop(
+            LengthSpec::fixed(req.prompt),
+            LengthSpec::fixed(req.output),
+            1,
+            1,
+            engine_only,
+        ),
+        (req.prompt, req.output),
     )?;
-    let (_, loaded) = match req.concurrency {
-        None => simulate(&group, prompt.clone(), output.clone(), 1, 1, req.frontend)?,
-        Some(c) => simulate(
-            &group,
-            prompt.clone(),
-            output.clone(),
-            c,
-            req.requests.unwrap_or(budget),
-            req.frontend,
-        )?,
-    };
+    let (_, loaded) = simulate(&group, workload, (prompt_range.1, output_range.1))?;
     let stats = |d: &crate::metrics::bench::BenchStat| Stats {
         mean: round(d.mean, 6),
         p50: round(d.p50, 6),
@@ -371,6 +435,7 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
         tpot_ms: stats(&loaded.tpot_ms),
         itl_mean_ms: round(loaded.itl_mean_ms, 6),
         warmup_ttft_ms: loaded.warmup.as_ref().map(|w| round(w.ttft_ms, 6)),
+        definitions: loaded.definitions,
     })
 }
 
@@ -473,7 +538,7 @@ mod tests {
     #[test]
     fn a_harness_sets_lengths_budget_and_server_flags() {
         let mut r = req(Some(8));
-        r.harness = Some((Harness::InferenceMax, None));
+        r.harness = Some((Harness::InferenceMax, HarnessOptions::default()));
         let imax = estimate(&r).unwrap();
         assert_eq!(imax.requests, 80);
         assert_eq!(imax.max_num_seqs, 8);
@@ -487,16 +552,59 @@ mod tests {
         assert!(imax.kv_capacity_tokens > fixed.kv_capacity_tokens);
         assert_eq!(fixed.harness, "fixed lengths");
         assert!(imax.ttft_ms.p50 < fixed.ttft_ms.p50, "{imax:?} {fixed:?}");
-        r.harness = Some((Harness::VllmBench, None));
+        r.harness = Some((Harness::VllmBench, HarnessOptions::default()));
         let vllm = estimate(&r).unwrap();
         assert_eq!((vllm.requests, vllm.max_num_seqs), (1000, 1024));
         assert_eq!(vllm.prompt_tokens_range, [1000, 1000]);
-        r.harness = Some((Harness::VllmBench, Some(0.5)));
+        r.harness = Some((
+            Harness::VllmBench,
+            HarnessOptions {
+                random_range_ratio: Some(0.5),
+                ..HarnessOptions::default()
+            },
+        ));
         let wide = estimate(&r).unwrap();
         assert_eq!(wide.prompt_tokens_range, [500, 1500]);
         assert_eq!(wide.output_tokens_range, [50, 150]);
-        r.harness = Some((Harness::VllmBench, Some(1.0)));
+        r.harness = Some((
+            Harness::VllmBench,
+            HarnessOptions {
+                random_range_ratio: Some(1.0),
+                ..HarnessOptions::default()
+            },
+        ));
         assert!(estimate(&r).unwrap_err().contains("[0, 1)"));
+    }
+
+    /// AIPerf sends 10 requests without warm-up by default and reports its per-request inter-token
+    /// latency; GenAI-Perf max(10, 2C); GuideLLM needs a budget and counts the first token in its TPOT.
+    #[test]
+    fn the_nvidia_clients_and_guidellm_send_their_own_budgets_and_metrics() {
+        let mut r = req(Some(8));
+        r.harness = Some((Harness::AiPerf, HarnessOptions::default()));
+        let a = estimate(&r).unwrap();
+        assert_eq!(a.requests, 10);
+        assert_eq!(a.warmup_ttft_ms, None);
+        assert_eq!(a.itl_mean_ms, a.tpot_ms.mean);
+        assert_eq!(a.harness, "aiperf");
+        r.harness = Some((Harness::GenAiPerf, HarnessOptions::default()));
+        assert_eq!(estimate(&r).unwrap().requests, 16);
+        r.harness = Some((Harness::Guidellm, HarnessOptions::default()));
+        assert!(estimate(&r).unwrap_err().contains("--requests"));
+        r.requests = Some(10);
+        let g = estimate(&r).unwrap();
+        // E2E / output tokens, token-weighted: above the per-request TPOT by about TTFT / output.
+        assert!(g.tpot_ms.mean > a.tpot_ms.mean, "{g:?} {a:?}");
+        r.harness = Some((
+            Harness::AiPerf,
+            HarnessOptions {
+                synthetic_input_tokens_stddev: Some(100.0),
+                ..HarnessOptions::default()
+            },
+        ));
+        let wide = estimate(&r).unwrap();
+        assert_eq!(wide.harness, "aiperf, --synthetic-input-tokens-stddev 100");
+        assert_eq!(wide.prompt_tokens_range, [500, 1500]);
     }
 
     #[test]

@@ -162,12 +162,13 @@ fn mix_expected(w: &crate::workload::WorkloadSpec, window: f64) -> Option<f64> {
     })
 }
 
-/// Requests a benchmark client sends: its `requests`, or its harness's default budget.
+/// Requests a benchmark client sends: its `requests`, or its harness's default budget, and its warm-up
+/// requests.
 fn harness_requests(w: &crate::workload::WorkloadSpec) -> Option<f64> {
-    w.closed_loop()
-        .ok()
-        .and_then(|c| c.requests)
-        .map(|r| f64::from(r.0))
+    w.closed_loop().ok().and_then(|c| {
+        c.requests
+            .map(|r| f64::from(r.0) + f64::from(c.client.warmup_requests))
+    })
 }
 
 /// Requests a staged workload sends if every stage runs: the sum of floor(rate × duration).

@@ -422,6 +422,46 @@ fn staged() -> impl Strategy<Value = String> {
         })
 }
 
+/// A benchmark client of any harness with its own options, mostly sensible, sometimes at the edge, on a
+/// small fleet, sometimes with faults.
+fn benchmark() -> impl Strategy<Value = String> {
+    let option = prop_oneof![
+        number(&["0.2", "0.5"]).prop_map(|v| format!("random_range_ratio = {v}")),
+        number(&["0", "10", "300"]).prop_map(|v| format!("synthetic_input_tokens_stddev = {v}")),
+        number(&["0", "5", "40"]).prop_map(|v| format!("output_tokens_stddev = {v}")),
+        number(&["0", "1", "3"]).prop_map(|v| format!("warmup_request_count = {v}")),
+        number(&["10", "100"]).prop_map(|v| format!("prompt_tokens_stdev = {v}")),
+        number(&["16", "64"]).prop_map(|v| format!("prompt_tokens_min = {v}")),
+        number(&["400", "900"]).prop_map(|v| format!("output_tokens_max = {v}")),
+    ];
+    (
+        prop::sample::select(
+            &["vllm-bench", "inferencemax", "aiperf", "genai-perf", "guidellm"][..],
+        ),
+        prop::collection::vec(option, 0..3),
+        1u32..20,
+        mostly(1u32..80),
+        prop::collection::vec(fault(2), 0..2),
+        0..i64::MAX as u64,
+    )
+        .prop_map(|(harness, options, clients, requests, faults, seed)| {
+            let mut t = format!("name = \"fuzz-bench\"\nseed = {seed}\nduration = \"30m\"\n");
+            t += "\n[[workers]]\ncount = 2\ngpu = \"h100\"\nmodel = \"llama-3.1-8b\"\nkv_blocks = 800\n";
+            t += &format!(
+                "\n[workload]\nkind = \"benchmark\"\nharness = \"{harness}\"\nclients = {clients}\n"
+            );
+            t += "prompt = { dist = \"fixed\", tokens = 300 }\noutput = { dist = \"fixed\", tokens = 12 }\n";
+            if let Some(n) = requests {
+                t += &format!("requests = {n}\n");
+            }
+            t += &format!("options = {{ {} }}\n", options.join(", "));
+            for f in faults {
+                t += &f;
+            }
+            t
+        })
+}
+
 /// Validates and, if valid and within its limits, runs `text` with `set` to its end, checking that
 /// every request is accounted for.
 fn run(text: &str, file: &str, set: &[String]) {
@@ -456,6 +496,21 @@ fn run(text: &str, file: &str, set: &[String]) {
                 w[1].start_s > w[0].end_s + 2.0 - 1e-9,
                 "stage drained before the next: {w:?}\n{text}"
             );
+        }
+    }
+    // A benchmark client: without a failed or rejected request, it measures exactly its budget after
+    // exactly its warm-up requests.
+    if let (Some(b), Ok(cfg)) = (&out.summary.benchmark, s.workload.closed_loop()) {
+        if r.failed == 0 && r.rejected == 0 && s.faults.is_empty() {
+            let budget = cfg.requests.map_or(0, |n| u64::from(n.0));
+            assert_eq!(b.requests, budget, "the harness's budget:\n{text}");
+            let warm = b.warmup.as_ref().map_or(0, |w| w.requests);
+            assert_eq!(
+                warm,
+                u64::from(cfg.client.warmup_requests),
+                "its warm-up:\n{text}"
+            );
+            assert_eq!(r.arrived, budget + warm, "nothing else sent:\n{text}");
         }
     }
     // With adapters or several autoscaled models, the same scenario runs to the same summary, byte
@@ -504,6 +559,11 @@ proptest! {
     #[test]
     fn staged_clients_drain_each_stage_and_lose_no_request(text in staged()) {
         run(&text, "fuzz-stages.toml", &[]);
+    }
+
+    #[test]
+    fn benchmark_clients_send_their_budget_and_lose_no_request(text in benchmark()) {
+        run(&text, "fuzz-bench.toml", &[]);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use anyhow::Result;
 
 use crate::estimate;
 use crate::hardware::{GpuId, ModelId, Precision, Profile};
-use crate::workload::harness::Harness;
+use crate::workload::harness::{Harness, HarnessOptions};
 
 /// The configuration and load given on the command line.
 pub(super) struct Args {
@@ -21,8 +21,44 @@ pub(super) struct Args {
     pub requests: Option<u32>,
     /// Leave out the benchmark client, API server and warm-up (the engine alone, in lock step).
     pub no_frontend: bool,
-    /// The benchmark client imitated and its range ratio.
-    pub harness: Option<(Harness, Option<f64>)>,
+    /// The benchmark client imitated, its range ratio and its other options (`KEY=VALUE`).
+    pub harness: Option<Harness>,
+    pub random_range_ratio: Option<f64>,
+    pub harness_options: Vec<String>,
+}
+
+/// The harness options given as `--random-range-ratio` and `--harness-option KEY=VALUE` words.
+fn harness_options(ratio: Option<f64>, pairs: &[String]) -> Result<HarnessOptions> {
+    let mut table = toml::Table::new();
+    for pair in pairs {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--harness-option {pair}: expected KEY=VALUE"))?;
+        let key = key.trim();
+        let value: toml::Value = value.trim().parse::<i64>().map_or_else(
+            |_| {
+                value
+                    .trim()
+                    .parse::<f64>()
+                    .map(toml::Value::Float)
+                    .map_err(|_| anyhow::anyhow!("--harness-option {key}: {value} is not a number"))
+            },
+            |v| Ok(toml::Value::Integer(v)),
+        )?;
+        if table.insert(key.to_string(), value).is_some() {
+            anyhow::bail!("--harness-option {key}: given twice");
+        }
+    }
+    if let Some(r) = ratio {
+        if table.contains_key("random_range_ratio") {
+            anyhow::bail!("--random-range-ratio is given twice (also as --harness-option)");
+        }
+        table.insert("random_range_ratio".into(), toml::Value::Float(r));
+    }
+    let options: HarnessOptions = toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| anyhow::anyhow!("--harness-option: {}", e.message()))?;
+    Ok(options)
 }
 
 /// Estimates `a`, with the step times of the profile file `profile` if given; prints JSON or a table.
@@ -52,7 +88,13 @@ pub(super) fn estimate(a: Args, profile: Option<&Path>, json: bool) -> Result<()
             enabled: !a.no_frontend,
             ..Default::default()
         },
-        harness: a.harness,
+        harness: match a.harness {
+            Some(h) => Some((
+                h,
+                harness_options(a.random_range_ratio, &a.harness_options)?,
+            )),
+            None => None,
+        },
     })
     .map_err(anyhow::Error::msg)?;
     out!("{}", if json { e.to_json() } else { e.to_markdown() });

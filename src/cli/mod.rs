@@ -294,15 +294,26 @@ pub enum Command {
         /// engine alone, every client sending at the same instant.
         #[arg(long)]
         no_frontend: bool,
-        /// Imitate this benchmark client's workload (vllm-bench: `vllm bench serve --dataset-name random`;
+        /// Imitate this benchmark client (vllm-bench: `vllm bench serve --dataset-name random`;
         /// inferencemax: the pre-2025 vLLM script InferenceMAX runs, with its `--max-num-seqs` = the
-        /// concurrency): its length draws around --prompt and --output, its default request count
-        /// (docs/benchmark-client.md). Unset: every request exactly --prompt + --output tokens.
+        /// concurrency; aiperf; genai-perf; guidellm): its length draws around --prompt and --output, its
+        /// default request count, warm-up and metric definitions (docs/benchmark-client.md). Unset: every
+        /// request exactly --prompt + --output tokens, `vllm bench serve`'s metrics.
         #[arg(long, requires = "concurrency", value_parser = str::parse::<Harness>)]
         harness: Option<Harness>,
-        /// With --harness: its `--random-range-ratio` (default: vllm-bench 0, inferencemax 0.8).
+        /// With --harness: its `--random-range-ratio` (vllm-bench, inferencemax; default 0 and 0.8).
         #[arg(long, requires = "harness")]
         random_range_ratio: Option<f64>,
+        /// With --harness: one of its options as it names them, KEY=VALUE, repeatable
+        /// (aiperf, genai-perf: synthetic_input_tokens_stddev, output_tokens_stddev,
+        /// warmup_request_count; guidellm: prompt_tokens_stdev, prompt_tokens_min, prompt_tokens_max and
+        /// the same for output_tokens).
+        #[arg(
+            long = "harness-option",
+            requires = "harness",
+            value_name = "KEY=VALUE"
+        )]
+        harness_options: Vec<String>,
         /// Print JSON instead of the table.
         #[arg(long)]
         json: bool,
@@ -703,6 +714,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             no_frontend,
             harness,
             random_range_ratio,
+            harness_options,
             json,
         } => estimate::estimate(
             estimate::Args {
@@ -716,7 +728,9 @@ pub fn main_with(cli: Cli) -> Result<()> {
                 concurrency,
                 requests,
                 no_frontend,
-                harness: harness.map(|h| (h, random_range_ratio)),
+                harness,
+                random_range_ratio,
+                harness_options,
             },
             profile.as_deref(),
             json,

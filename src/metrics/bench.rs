@@ -1,12 +1,26 @@
-//! What a serving benchmark client measures, with `vllm bench serve`'s definitions.
+//! What a serving benchmark client measures, with the definitions of the client being imitated.
 //!
-//! `vllm bench serve` (vllm/benchmarks/serve.py, `calculate_metrics`) times each request from just before
-//! it sends it to the chunks it receives: TTFT is the first chunk's arrival less the send; E2E is the last
-//! chunk's; TPOT is `(E2E − TTFT) / (output tokens − 1)` per request with more than one output token; ITL
-//! is the gap between consecutive chunks, averaged over every gap of every request (so the mean ITL is
-//! `Σ (E2E − TTFT) / Σ (output tokens − 1)`). Means are over requests; percentiles are NumPy's default
-//! (linear interpolation between order statistics). The warm-up request it sends first is not counted:
-//! [`BenchReport::warmup`] holds it apart.
+//! Every client times a request from just before it sends it to the chunks it receives: TTFT is the first
+//! chunk's arrival less the send, E2E the last chunk's. They differ in what they derive from those
+//! ([`BenchDefinitions`]):
+//!
+//! - `vllm bench serve` (vllm/benchmarks/serve.py, `calculate_metrics`; InferenceMAX's script is the same
+//!   code): TPOT is `(E2E − TTFT) / (output tokens − 1)` per request with more than one output token; ITL
+//!   is the gap between consecutive chunks, averaged over every gap of every request (so the mean ITL is
+//!   `Σ (E2E − TTFT) / Σ (output tokens − 1)`). Means are over requests; percentiles are NumPy's default
+//!   (linear interpolation between order statistics).
+//! - AIPerf and GenAI-Perf (`inter_token_latency_metric.py`; `llm_profile_data_parser.py`): no TPOT of
+//!   their own; their inter-token latency is the same per-request `(E2E − TTFT) / (OSL − 1)` over requests
+//!   with at least two output tokens, and its mean is the mean over requests. `tpot_ms` holds it, and
+//!   `itl_mean_ms` is its mean. Percentiles are NumPy's default.
+//! - GuideLLM (v0.7.3, `schemas/request_stats.py`, `schemas/statistics.py`): its time per output token
+//!   includes the first, `E2E / output tokens`, weighted by output tokens (mean `Σ E2E / Σ output`); its
+//!   ITL is `(E2E − TTFT) / (output − 1)` weighted by `output − 1` (the pooled mean above). Percentiles
+//!   are the first value whose cumulative weight reaches the quantile (no interpolation), weighted as the
+//!   mean is. Output throughput is output tokens over the span from the earliest first token to the
+//!   latest last token.
+//!
+//! The warm-up requests a client sends first are not counted: [`BenchReport::warmup`] holds them apart.
 //!
 //! Invariant: every request in the report completed; `ttft ≤ e2e` for each. Reported values are rounded
 //! to 6 decimals (as `summary.json`'s), so the same run gives the same bytes.
@@ -14,6 +28,26 @@
 use serde::{Deserialize, Serialize};
 
 use super::summary::round;
+
+/// Whose metric definitions a benchmark report follows (module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BenchDefinitions {
+    /// `vllm bench serve`'s, also InferenceMAX's.
+    #[default]
+    VllmBench,
+    /// AIPerf's and GenAI-Perf's: the inter-token latency per request, averaged over requests.
+    PerRequestItl,
+    /// GuideLLM's: token-weighted TPOT that includes the first token, weighted percentiles.
+    Guidellm,
+}
+
+impl BenchDefinitions {
+    /// Whether these are `vllm bench serve`'s (the default, left out of reports).
+    pub fn is_vllm_bench(&self) -> bool {
+        *self == BenchDefinitions::VllmBench
+    }
+}
 
 /// Mean and percentiles of one latency over the benchmark's requests, ms.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -37,6 +71,33 @@ impl BenchStat {
             p99: round(percentile(&v, 99.0), 6),
         }
     }
+
+    /// The weighted mean and GuideLLM's weighted percentiles of `(value, weight)` pairs: the first value,
+    /// in ascending order, at which the cumulative share of the weight reaches the quantile. Pairs of zero
+    /// weight drop out; zeros when no weight is left.
+    pub fn weighted(pairs: &[(f64, f64)]) -> Self {
+        let mut v: Vec<(f64, f64)> = pairs.iter().copied().filter(|p| p.1 > 0.0).collect();
+        let total: f64 = v.iter().map(|p| p.1).sum();
+        if v.is_empty() || total <= 0.0 {
+            return BenchStat::default();
+        }
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let at = |q: f64| {
+            let mut cumulative = 0.0;
+            for &(value, w) in &v {
+                cumulative += w / total;
+                if cumulative >= q {
+                    return value;
+                }
+            }
+            v[v.len() - 1].0
+        };
+        BenchStat {
+            mean: round(v.iter().map(|p| p.0 * p.1).sum::<f64>() / total, 6),
+            p50: round(at(0.5), 6),
+            p99: round(at(0.99), 6),
+        }
+    }
 }
 
 /// `q`-th percentile of sorted `v` by linear interpolation between the order statistics at ranks
@@ -47,68 +108,92 @@ fn percentile(v: &[f64], q: f64) -> f64 {
     v[lo] + (v[hi] - v[lo]) * (rank - lo as f64)
 }
 
-/// The warm-up request, as the client saw it, ms.
+fn is_one(n: &u64) -> bool {
+    *n == 1
+}
+
+/// The warm-up requests, as the client saw them: means over them, ms.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Warmup {
     pub ttft_ms: f64,
     pub e2e_ms: f64,
+    /// Warm-up requests completed (written when not 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub requests: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// One benchmark run's client-side metrics.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchReport {
+    /// Whose definitions the figures follow (written when not `vllm bench serve`'s).
+    #[serde(default, skip_serializing_if = "BenchDefinitions::is_vllm_bench")]
+    pub definitions: BenchDefinitions,
     /// Completed benchmark requests (the warm-up excluded).
     pub requests: u64,
     pub ttft_ms: BenchStat,
+    /// Time per output token as the client defines it (AIPerf and GenAI-Perf: their inter-token latency).
     pub tpot_ms: BenchStat,
-    /// Mean inter-token latency over all gaps of all requests.
+    /// Mean inter-token latency as the client defines it.
     pub itl_mean_ms: f64,
     pub e2e_ms: BenchStat,
     /// From the first benchmark send to the last benchmark response, seconds.
     pub duration_s: f64,
-    /// Output tokens of the benchmark requests per second of `duration_s`.
+    /// Output tokens of the benchmark requests per second, over the client's window.
     pub output_tokens_per_s: f64,
     pub warmup: Option<Warmup>,
+}
+
+/// One completed benchmark request, ms from its send, and its output tokens.
+#[derive(Clone, Copy, Debug)]
+struct Timed {
+    ttft: f64,
+    e2e: f64,
+    output: u32,
 }
 
 /// Collects client-side timings as requests complete.
 #[derive(Clone, Debug, Default)]
 pub struct BenchLog {
-    ttft: Vec<f64>,
-    tpot: Vec<f64>,
-    e2e: Vec<f64>,
-    gaps_ms: f64,
-    gaps: u64,
+    definitions: BenchDefinitions,
+    done: Vec<Timed>,
     output_tokens: u64,
     first_send_s: Option<f64>,
+    first_token_s: Option<f64>,
     last_end_s: f64,
-    warmup: Option<Warmup>,
+    warmup: Vec<(f64, f64)>,
 }
 
 impl BenchLog {
+    /// An empty log that reports with `definitions`.
+    pub fn new(definitions: BenchDefinitions) -> Self {
+        BenchLog {
+            definitions,
+            ..BenchLog::default()
+        }
+    }
+
     /// A completed benchmark request: sent at `sent_s`, first and last chunk seen at `first_s` and
     /// `end_s` (seconds), with `output` tokens.
     pub fn record(&mut self, sent_s: f64, first_s: f64, end_s: f64, output: u32) {
-        let ttft = (first_s - sent_s) * 1e3;
-        let e2e = (end_s - sent_s) * 1e3;
-        self.ttft.push(ttft);
-        self.e2e.push(e2e);
-        if output > 1 {
-            self.tpot.push((e2e - ttft) / f64::from(output - 1));
-            self.gaps_ms += e2e - ttft;
-            self.gaps += u64::from(output - 1);
-        }
+        self.done.push(Timed {
+            ttft: (first_s - sent_s) * 1e3,
+            e2e: (end_s - sent_s) * 1e3,
+            output,
+        });
         self.output_tokens += u64::from(output);
         self.first_send_s = Some(self.first_send_s.map_or(sent_s, |f| f.min(sent_s)));
+        self.first_token_s = Some(self.first_token_s.map_or(first_s, |f| f.min(first_s)));
         self.last_end_s = self.last_end_s.max(end_s);
     }
 
-    /// The warm-up request, kept out of the statistics.
+    /// A warm-up request, kept out of the statistics.
     pub fn record_warmup(&mut self, sent_s: f64, first_s: f64, end_s: f64) {
-        self.warmup = Some(Warmup {
-            ttft_ms: (first_s - sent_s) * 1e3,
-            e2e_ms: (end_s - sent_s) * 1e3,
-        });
+        self.warmup
+            .push(((first_s - sent_s) * 1e3, (end_s - sent_s) * 1e3));
     }
 
     /// The report so far.
@@ -116,30 +201,88 @@ impl BenchLog {
         let duration_s = self
             .first_send_s
             .map_or(0.0, |f| (self.last_end_s - f).max(0.0));
+        let ttft: Vec<f64> = self.done.iter().map(|t| t.ttft).collect();
+        let e2e: Vec<f64> = self.done.iter().map(|t| t.e2e).collect();
+        let multi = || self.done.iter().filter(|t| t.output > 1);
+        let per_request_tpot: Vec<f64> = multi()
+            .map(|t| (t.e2e - t.ttft) / f64::from(t.output - 1))
+            .collect();
+        let gaps: u64 = multi().map(|t| u64::from(t.output - 1)).sum();
+        let pooled_itl = if gaps > 0 {
+            round(
+                multi().map(|t| t.e2e - t.ttft).sum::<f64>() / gaps as f64,
+                6,
+            )
+        } else {
+            0.0
+        };
+        let per_second = |span: f64| {
+            if span > 0.0 {
+                round(self.output_tokens as f64 / span, 6)
+            } else {
+                0.0
+            }
+        };
+        let (ttft_ms, tpot_ms, itl_mean_ms, e2e_ms, output_tokens_per_s) = match self.definitions {
+            BenchDefinitions::VllmBench => (
+                BenchStat::of(&ttft),
+                BenchStat::of(&per_request_tpot),
+                pooled_itl,
+                BenchStat::of(&e2e),
+                per_second(duration_s),
+            ),
+            BenchDefinitions::PerRequestItl => {
+                let itl = BenchStat::of(&per_request_tpot);
+                let mean = itl.mean;
+                (
+                    BenchStat::of(&ttft),
+                    itl,
+                    mean,
+                    BenchStat::of(&e2e),
+                    per_second(duration_s),
+                )
+            }
+            BenchDefinitions::Guidellm => {
+                let unit = |v: &[f64]| v.iter().map(|&x| (x, 1.0)).collect::<Vec<_>>();
+                let tpot: Vec<(f64, f64)> = self
+                    .done
+                    .iter()
+                    .filter(|t| t.output > 0)
+                    .map(|t| (t.e2e / f64::from(t.output), f64::from(t.output)))
+                    .collect();
+                let span = self
+                    .first_token_s
+                    .map_or(0.0, |f| (self.last_end_s - f).max(0.0));
+                (
+                    BenchStat::weighted(&unit(&ttft)),
+                    BenchStat::weighted(&tpot),
+                    pooled_itl,
+                    BenchStat::weighted(&unit(&e2e)),
+                    per_second(span),
+                )
+            }
+        };
+        let warmup = (!self.warmup.is_empty()).then(|| {
+            let n = self.warmup.len() as f64;
+            Warmup {
+                ttft_ms: round(self.warmup.iter().map(|w| w.0).sum::<f64>() / n, 6),
+                e2e_ms: round(self.warmup.iter().map(|w| w.1).sum::<f64>() / n, 6),
+                requests: self.warmup.len() as u64,
+            }
+        });
         BenchReport {
-            requests: self.ttft.len() as u64,
-            ttft_ms: BenchStat::of(&self.ttft),
-            tpot_ms: BenchStat::of(&self.tpot),
-            itl_mean_ms: if self.gaps > 0 {
-                round(self.gaps_ms / self.gaps as f64, 6)
-            } else {
-                0.0
-            },
-            e2e_ms: BenchStat::of(&self.e2e),
+            definitions: self.definitions,
+            requests: self.done.len() as u64,
+            ttft_ms,
+            tpot_ms,
+            itl_mean_ms,
+            e2e_ms,
             duration_s: round(duration_s, 9),
-            output_tokens_per_s: if duration_s > 0.0 {
-                round(self.output_tokens as f64 / duration_s, 6)
-            } else {
-                0.0
-            },
-            warmup: self.warmup.as_ref().map(|w| Warmup {
-                ttft_ms: round(w.ttft_ms, 6),
-                e2e_ms: round(w.e2e_ms, 6),
-            }),
+            output_tokens_per_s,
+            warmup,
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,5 +316,55 @@ mod tests {
         assert!((r.duration_s - 1.04).abs() < 1e-9);
         assert!((r.output_tokens_per_s - 14.0 / 1.04).abs() < 1e-6);
         assert_eq!(r.warmup.unwrap().ttft_ms, 5000.0);
+    }
+
+    /// The same three requests as above, as AIPerf and GenAI-Perf report them: their inter-token
+    /// latency is the per-request value, so its mean is the mean over requests, not over gaps.
+    #[test]
+    fn aiperf_and_genai_perf_average_the_inter_token_latency_over_requests() {
+        let mut log = BenchLog::new(BenchDefinitions::PerRequestItl);
+        log.record(0.0, 0.100, 0.200, 11);
+        log.record(0.0, 0.050, 0.050, 1);
+        log.record(1.0, 1.010, 1.040, 2);
+        let r = log.report();
+        // Per request (the one-token request has none): 10 ms and 30 ms.
+        assert!((r.tpot_ms.mean - 20.0).abs() < 1e-9, "{r:?}");
+        assert!((r.itl_mean_ms - 20.0).abs() < 1e-9);
+        assert!((r.tpot_ms.p50 - 20.0).abs() < 1e-9);
+        assert!((r.output_tokens_per_s - 14.0 / 1.04).abs() < 1e-6);
+        assert_eq!(r.definitions, BenchDefinitions::PerRequestItl);
+    }
+
+    /// GuideLLM: TPOT includes the first token and is weighted by output tokens; ITL weighted by gaps;
+    /// percentiles without interpolation; throughput from the first token seen to the last.
+    #[test]
+    fn guidellm_weights_by_tokens_and_counts_the_first_token_in_tpot() {
+        let mut log = BenchLog::new(BenchDefinitions::Guidellm);
+        log.record(0.0, 0.100, 0.200, 11);
+        log.record(0.0, 0.050, 0.050, 1);
+        log.record(1.0, 1.010, 1.040, 2);
+        let r = log.report();
+        // TPOT per request: 200/11, 50/1, 40/2 ms, weights 11, 1, 2: mean (200 + 50 + 40) / 14.
+        assert!((r.tpot_ms.mean - 290.0 / 14.0).abs() < 1e-6, "{r:?}");
+        // Sorted: 18.18 (weight 11/14 = 0.786), 20 (0.929), 50 (1.0): p50 is 18.18, p99 is 50.
+        assert!((r.tpot_ms.p50 - 200.0 / 11.0).abs() < 1e-6);
+        assert!((r.tpot_ms.p99 - 50.0).abs() < 1e-9);
+        // ITL: (100 + 30) / (10 + 1), the one-token request weighs nothing.
+        assert!((r.itl_mean_ms - 130.0 / 11.0).abs() < 1e-6);
+        // TTFT 100, 50, 10 ms, one weight each: the median is the value where 2/3 ≥ 0.5, 50 ms.
+        assert!((r.ttft_ms.mean - 160.0 / 3.0).abs() < 1e-6);
+        assert!((r.ttft_ms.p50 - 50.0).abs() < 1e-9);
+        // 14 tokens from the first token (0.050 s) to the last (1.040 s).
+        assert!((r.output_tokens_per_s - 14.0 / 0.99).abs() < 1e-6);
+    }
+
+    #[test]
+    fn several_warmup_requests_are_reported_as_their_mean() {
+        let mut log = BenchLog::default();
+        log.record_warmup(0.0, 0.1, 1.0);
+        log.record_warmup(0.0, 0.3, 2.0);
+        let w = log.report().warmup.unwrap();
+        assert_eq!(w.requests, 2);
+        assert!((w.ttft_ms - 200.0).abs() < 1e-9 && (w.e2e_ms - 1500.0).abs() < 1e-9);
     }
 }

@@ -42,9 +42,10 @@ pub struct Summary {
     pub ttft_by_turn_ms: Vec<Group>,
     /// TTFT by prompt length in tokens (`"512-2047"`); only buckets with requests.
     pub ttft_by_prompt_ms: Vec<Group>,
-    /// A benchmark client's own measurements (`concurrency` workloads): TTFT, TPOT and ITL as
-    /// `vllm bench serve` defines them, from the client's side, with the warm-up apart. The latencies
-    /// above are the engine's (gateway arrival to token) and include the warm-up request.
+    /// A benchmark client's own measurements (`concurrency` and `benchmark` workloads): TTFT, TPOT and
+    /// ITL as the client defines them (`vllm bench serve`'s unless `definitions` says otherwise), from
+    /// the client's side, with the warm-up apart. The latencies above are the engine's (gateway arrival
+    /// to token) and include the warm-up requests.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub benchmark: Option<super::bench::BenchReport>,
     /// With a staged workload (`kind = "stages"`): each stage and the run as inference-perf reports

@@ -23,22 +23,44 @@ use std::collections::VecDeque;
 use super::Workload;
 use super::frontend::{Frontend, FrontendSpec};
 use super::synthetic::RequestSampler;
-use crate::metrics::bench::{BenchLog, BenchReport};
+use crate::metrics::bench::{BenchDefinitions, BenchLog, BenchReport};
 use crate::metrics::record::{Outcome, RequestRecord};
 use crate::request::Request;
 use crate::rng::SimRng;
 use crate::time::{SimDuration, SimTime};
 
+/// How the client runs its loop besides the frontend's costs: a harness's rules
+/// ([`super::harness::HarnessRun`]); `vllm bench serve`'s by default.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClientRules {
+    /// Warm-up requests sent first, at most `clients` at a time; the benchmark starts once every one
+    /// has finished, and none is counted.
+    pub warmup_requests: u32,
+    /// Each client sends its own share of the budget (⌊N/C⌋, one more for the first N mod C clients),
+    /// as GenAI-Perf's sender threads do, instead of the next request of a shared count.
+    pub per_client_quota: bool,
+    pub definitions: BenchDefinitions,
+}
+
+impl ClientRules {
+    /// `vllm bench serve`'s: one warm-up request when `warmup`, a shared count, its metrics.
+    pub fn vllm_bench(warmup: bool) -> Self {
+        ClientRules {
+            warmup_requests: u32::from(warmup),
+            per_client_quota: false,
+            definitions: BenchDefinitions::VllmBench,
+        }
+    }
+}
+
 /// Where the benchmark is.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Phase {
-    /// The warm-up request has not been sent.
-    WarmupPending,
-    /// The warm-up request (this id) is in flight.
-    WarmupInFlight(u64),
+    /// Warm-up requests: `to_send` not yet sent, `in_flight` sent and not finished.
+    Warmup { to_send: u64, in_flight: u64 },
     /// The clients' first requests may be sent, from this instant on.
     Dispatch(SimTime),
-    /// Every client has sent its first request.
+    /// Every client has sent its first request (or a failed warm-up ended the benchmark).
     Running,
 }
 
@@ -54,16 +76,20 @@ pub struct ClosedLoop {
     next_id: u64,
     frontend: Frontend,
     phase: Phase,
+    /// Warm-up requests in all; they take the ids below this.
+    warmups: u64,
+    /// Each client's own share still to send, with [`ClientRules::per_client_quota`].
+    quota: Option<Vec<u64>>,
     /// The clients' first requests, admitted, waiting to be streamed.
     pending: VecDeque<Request>,
-    /// When each request was sent, by id.
-    sent: Vec<SimTime>,
+    /// When each request was sent and by which client, by id.
+    sent: Vec<(SimTime, u32)>,
     log: BenchLog,
 }
 
 impl ClosedLoop {
     /// `clients` clients drawing requests from `sampler` with `rng`, sending before `end` and at most
-    /// `max_requests` requests in all (the warm-up aside), through `frontend`.
+    /// `max_requests` requests in all (the warm-up aside), through `frontend`, by `rules`.
     pub fn new(
         clients: u32,
         sampler: RequestSampler,
@@ -71,74 +97,111 @@ impl ClosedLoop {
         end: SimTime,
         max_requests: Option<u64>,
         frontend: FrontendSpec,
+        rules: ClientRules,
     ) -> Self {
         let frontend = Frontend::new(frontend);
-        let phase = if frontend.spec().warmup {
-            Phase::WarmupPending
+        let warmups = if frontend.spec().enabled {
+            u64::from(rules.warmup_requests)
+        } else {
+            0
+        };
+        let phase = if warmups > 0 {
+            Phase::Warmup {
+                to_send: warmups,
+                in_flight: 0,
+            }
         } else {
             Phase::Dispatch(SimTime::ZERO)
         };
+        let remaining = max_requests.unwrap_or(u64::MAX);
+        let c = u64::from(clients.max(1));
+        let quota = rules.per_client_quota.then(|| {
+            (0..c)
+                .map(|i| remaining / c + u64::from(i < remaining % c))
+                .collect()
+        });
         ClosedLoop {
             rng,
             sampler,
             clients: u64::from(clients),
-            remaining: max_requests.unwrap_or(u64::MAX),
+            remaining,
             end,
             next_id: 0,
             frontend,
             phase,
+            warmups,
+            quota,
             pending: VecDeque::new(),
             sent: Vec::new(),
-            log: BenchLog::default(),
+            log: BenchLog::new(rules.definitions),
         }
     }
 
-    /// Draws a request sent at `sent` and passes it through the API server.
-    fn draw(&mut self, sent: SimTime) -> Request {
+    /// Draws a request sent at `sent` by `client` and passes it through the API server.
+    fn draw(&mut self, sent: SimTime, client: u32) -> Request {
         let id = self.next_id;
         self.next_id += 1;
         let mut r = self.sampler.sample(&mut self.rng, id, sent);
         r.arrival = self.frontend.admit(sent, r.prompt_tokens);
-        self.sent.push(sent);
+        self.sent.push((sent, client));
         r
     }
 
-    /// A benchmark request sent at `sent`, if the cap and the window allow.
-    fn send(&mut self, sent: SimTime) -> Option<Request> {
+    /// A benchmark request sent at `sent` by `client`, if the cap, its share and the window allow.
+    fn send(&mut self, sent: SimTime, client: u32) -> Option<Request> {
         if self.remaining == 0 || sent >= self.end {
             return None;
         }
+        if let Some(q) = self.quota.as_mut() {
+            let left = &mut q[client as usize];
+            if *left == 0 {
+                return None;
+            }
+            *left -= 1;
+        }
         self.remaining -= 1;
-        Some(self.draw(sent))
+        Some(self.draw(sent, client))
     }
 
     fn client_send(&self) -> SimDuration {
         self.frontend.spec().client_send
     }
+
+    /// The instant of the `i`-th of a burst of sends from `start`, `client_send` apart.
+    fn staggered(&self, start: SimTime, i: u64) -> SimTime {
+        start + SimDuration(self.client_send().0.saturating_mul(i))
+    }
 }
 
 impl Workload for ClosedLoop {
     /// The warm-up, then (once it has finished) the clients' first requests in the order they reach the
-    /// engine. `None` while the warm-up is in flight: the engine asks again after it finishes.
+    /// engine. `None` while warm-up requests are in flight: the engine asks again after each finishes.
     fn next_arrival(&mut self) -> Option<Request> {
         match self.phase {
-            Phase::WarmupPending => {
-                if self.end == SimTime::ZERO {
-                    return None;
+            Phase::Warmup { to_send, in_flight } => {
+                if in_flight == 0 && to_send == self.warmups {
+                    if self.end == SimTime::ZERO {
+                        return None;
+                    }
+                    let burst = to_send.min(self.clients.max(1));
+                    for i in 0..burst {
+                        let sent = self.staggered(SimTime::ZERO, i);
+                        let r = self.draw(sent, i as u32);
+                        self.pending.push_back(r);
+                    }
+                    self.phase = Phase::Warmup {
+                        to_send: to_send - burst,
+                        in_flight: burst,
+                    };
                 }
-                let r = self.draw(SimTime::ZERO);
-                self.phase = Phase::WarmupInFlight(r.id);
-                Some(r)
+                self.pending.pop_front()
             }
-            Phase::WarmupInFlight(_) => None,
             Phase::Dispatch(start) => {
                 self.phase = Phase::Running;
-                let gap = self.client_send();
                 for i in 0..self.clients {
-                    let sent = start + SimDuration(gap.0.saturating_mul(i));
-                    match self.send(sent) {
-                        Some(r) => self.pending.push_back(r),
-                        None => break,
+                    let sent = self.staggered(start, i);
+                    if let Some(r) = self.send(sent, i as u32) {
+                        self.pending.push_back(r);
                     }
                 }
                 self.pending.pop_front()
@@ -149,7 +212,7 @@ impl Workload for ClosedLoop {
 
     /// The finishing request's client sends its next one once it has seen the last token.
     fn on_finished(&mut self, record: &RequestRecord, now: SimTime) -> Option<Request> {
-        let sent = self.sent[record.id as usize];
+        let (sent, client) = self.sent[record.id as usize];
         let completed = record.outcome == Outcome::Completed;
         let seen_end = if completed {
             self.frontend.delivered(record.finished)
@@ -157,19 +220,38 @@ impl Workload for ClosedLoop {
             now
         };
         let first = record.first_token.map(|t| self.frontend.delivered(t));
-        if self.phase == Phase::WarmupInFlight(record.id) {
-            if completed {
-                let first = first.expect("a completed request has a first token");
-                self.log.record_warmup(
-                    sent.as_secs_f64(),
-                    first.as_secs_f64(),
-                    seen_end.as_secs_f64(),
-                );
-                self.phase = Phase::Dispatch(seen_end);
-            } else {
-                self.phase = Phase::Running; // no benchmark after a failed warm-up
+        if record.id < self.warmups {
+            let Phase::Warmup {
+                mut to_send,
+                mut in_flight,
+            } = self.phase
+            else {
+                return None; // a warm-up finishing after a failed one ended the benchmark
+            };
+            in_flight -= 1;
+            if !completed {
+                // No benchmark after a failed warm-up, as `vllm bench serve` aborts; the others in
+                // flight finish unrecorded.
+                self.phase = Phase::Running;
+                return None;
             }
-            return None;
+            let first = first.expect("a completed request has a first token");
+            self.log.record_warmup(
+                sent.as_secs_f64(),
+                first.as_secs_f64(),
+                seen_end.as_secs_f64(),
+            );
+            let next = (to_send > 0).then(|| {
+                to_send -= 1;
+                in_flight += 1;
+                self.draw(seen_end + self.client_send(), client)
+            });
+            self.phase = if to_send == 0 && in_flight == 0 {
+                Phase::Dispatch(seen_end)
+            } else {
+                Phase::Warmup { to_send, in_flight }
+            };
+            return next;
         }
         if record.outcome == Outcome::Rejected {
             return None;
@@ -183,7 +265,7 @@ impl Workload for ClosedLoop {
             );
         }
         let next = seen_end + self.client_send();
-        self.send(next)
+        self.send(next, client)
     }
 
     fn resumes_after_finish(&self) -> bool {
@@ -229,7 +311,15 @@ mod tests {
 
     #[test]
     fn every_client_starts_at_zero_and_each_finish_sends_the_next() {
-        let mut w = ClosedLoop::new(3, sampler(), from_u64(1), SimTime::MAX, Some(5), off());
+        let mut w = ClosedLoop::new(
+            3,
+            sampler(),
+            from_u64(1),
+            SimTime::MAX,
+            Some(5),
+            off(),
+            ClientRules::vllm_bench(false),
+        );
         let first: Vec<Request> = std::iter::from_fn(|| w.next_arrival()).collect();
         assert_eq!(first.len(), 3);
         assert!(first.iter().all(|r| r.arrival == SimTime::ZERO));
@@ -250,7 +340,15 @@ mod tests {
     #[test]
     fn clients_stop_at_the_end_of_the_window_and_after_a_rejection() {
         let end = SimTime::ZERO + SimDuration::from_secs(1);
-        let mut w = ClosedLoop::new(2, sampler(), from_u64(1), end, None, off());
+        let mut w = ClosedLoop::new(
+            2,
+            sampler(),
+            from_u64(1),
+            end,
+            None,
+            off(),
+            ClientRules::vllm_bench(false),
+        );
         let a = w.next_arrival().unwrap();
         let b = w.next_arrival().unwrap();
         assert!(w.next_arrival().is_none());
@@ -278,7 +376,15 @@ mod tests {
             token: ms(0.6),
             ..FrontendSpec::default()
         };
-        let mut w = ClosedLoop::new(3, sampler(), from_u64(1), SimTime::MAX, Some(4), spec);
+        let mut w = ClosedLoop::new(
+            3,
+            sampler(),
+            from_u64(1),
+            SimTime::MAX,
+            Some(4),
+            spec,
+            ClientRules::vllm_bench(true),
+        );
         let warm = w.next_arrival().unwrap();
         assert_eq!(warm.arrival, SimTime::ZERO + ms(1.0));
         // Nothing else until the warm-up has finished.
@@ -320,6 +426,7 @@ mod tests {
             SimTime::MAX,
             None,
             FrontendSpec::default(),
+            ClientRules::vllm_bench(true),
         );
         let warm = w.next_arrival().unwrap();
         let t = SimTime::ZERO + ms(1.0);
@@ -328,5 +435,98 @@ mod tests {
                 .is_none()
         );
         assert!(w.next_arrival().is_none());
+    }
+
+    /// AIPerf's and GenAI-Perf's `--warmup-request-count W`: W warm-up requests at most C at a time,
+    /// the next one sent as one finishes; the benchmark starts once all have finished, and none counts.
+    #[test]
+    fn several_warmup_requests_run_at_the_concurrency_then_the_benchmark_starts() {
+        let spec = FrontendSpec {
+            client_send: SimDuration::ZERO,
+            request: SimDuration::ZERO,
+            prompt_token: SimDuration::ZERO,
+            token: SimDuration::ZERO,
+            ..FrontendSpec::default()
+        };
+        let rules = ClientRules {
+            warmup_requests: 3,
+            ..ClientRules::vllm_bench(true)
+        };
+        let mut w = ClosedLoop::new(
+            2,
+            sampler(),
+            from_u64(1),
+            SimTime::MAX,
+            Some(4),
+            spec,
+            rules,
+        );
+        let first: Vec<Request> = std::iter::from_fn(|| w.next_arrival()).collect();
+        assert_eq!(first.iter().map(|r| r.id).collect::<Vec<_>>(), [0, 1]);
+        let t = SimTime::ZERO + ms(10.0);
+        let third = w
+            .on_finished(&finished(&first[0], t, Outcome::Completed), t)
+            .expect("the third warm-up request");
+        assert_eq!((third.id, third.arrival), (2, t));
+        assert!(w.next_arrival().is_none());
+        let t = SimTime::ZERO + ms(20.0);
+        assert!(
+            w.on_finished(&finished(&first[1], t, Outcome::Completed), t)
+                .is_none()
+        );
+        assert!(w.next_arrival().is_none(), "the third is still in flight");
+        let t = SimTime::ZERO + ms(30.0);
+        assert!(
+            w.on_finished(&finished(&third, t, Outcome::Completed), t)
+                .is_none()
+        );
+        let bench: Vec<Request> = std::iter::from_fn(|| w.next_arrival()).collect();
+        assert_eq!(
+            bench.iter().map(|r| (r.id, r.arrival)).collect::<Vec<_>>(),
+            [(3, t), (4, t)]
+        );
+        let r = w.bench_report().unwrap();
+        assert_eq!((r.requests, r.warmup.unwrap().requests), (0, 3));
+    }
+
+    /// GenAI-Perf deals the budget out to its sender threads: with 5 requests and 2 clients, the first
+    /// client sends 3 and the second 2, whichever finishes first.
+    #[test]
+    fn per_client_quotas_stop_each_client_at_its_share() {
+        let rules = ClientRules {
+            per_client_quota: true,
+            ..ClientRules::vllm_bench(false)
+        };
+        let mut w = ClosedLoop::new(
+            2,
+            sampler(),
+            from_u64(1),
+            SimTime::MAX,
+            Some(5),
+            off(),
+            rules,
+        );
+        let first: Vec<Request> = std::iter::from_fn(|| w.next_arrival()).collect();
+        assert_eq!(first.len(), 2);
+        let mut last = first[1].clone();
+        // The second client finishes first, twice: it sends its second request, then stops at its share.
+        for i in 1..=2 {
+            let t = SimTime::ZERO + ms(f64::from(i));
+            match w.on_finished(&finished(&last, t, Outcome::Completed), t) {
+                Some(r) => last = r,
+                None => assert_eq!(i, 2, "the second client's share is two"),
+            }
+        }
+        // The first client still has its three.
+        let mut last = first[0].clone();
+        let mut sent = 1;
+        for i in 3..=6 {
+            let t = SimTime::ZERO + ms(f64::from(i));
+            if let Some(r) = w.on_finished(&finished(&last, t, Outcome::Completed), t) {
+                last = r;
+                sent += 1;
+            }
+        }
+        assert_eq!(sent, 3);
     }
 }

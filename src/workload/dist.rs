@@ -1,7 +1,7 @@
 //! Length distributions for prompts and outputs, and the arrival processes.
 
 use rand::Rng;
-use rand_distr::{Distribution, Exp, Gamma, Geometric, LogNormal};
+use rand_distr::{Distribution, Exp, Gamma, Geometric, LogNormal, Normal};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{NonNegative, Positive, PositiveInt};
@@ -42,6 +42,28 @@ pub enum LengthDist {
         /// Running sums of the weights, normalised so that the last is 1.
         cumulative: Vec<f64>,
     },
+    /// Normal with mean `mean` and standard deviation `sd` (tokens), as benchmark clients draw synthetic
+    /// lengths: a draw below zero is drawn again when `redraw_negative` (AIPerf) and kept otherwise, then
+    /// rounded by `rounding` and clamped to `[min, max]` (`min ≥ 1`).
+    Normal {
+        mean: f64,
+        sd: f64,
+        rounding: Rounding,
+        redraw_negative: bool,
+        min: u32,
+        max: u32,
+    },
+}
+
+/// How a real-valued length draw becomes a token count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rounding {
+    /// Up (`math.ceil`).
+    Ceil,
+    /// Toward zero (`int()`).
+    Trunc,
+    /// To the nearest, ties to even (Python's `round()`).
+    HalfEven,
 }
 
 /// Kinds of [`LengthDist`], as written in a scenario's `dist` key.
@@ -250,6 +272,9 @@ impl LengthDist {
             LengthDist::Lognormal { min, max, .. }
             | LengthDist::Exponential { min, max, .. }
             | LengthDist::Geometric { min, max, .. } => (*min, *max),
+            LengthDist::Normal { min, max, .. } => {
+                (Some(PositiveInt(*min)), Some(PositiveInt(*max)))
+            }
             LengthDist::Fixed { .. } | LengthDist::Empirical { .. } => (None, None),
         };
         match (lo, hi) {
@@ -269,6 +294,7 @@ impl LengthDist {
                 median.0 * (sigma.0 * sigma.0 / 2.0).exp()
             }
             LengthDist::Exponential { mean, .. } | LengthDist::Geometric { mean, .. } => mean.0,
+            LengthDist::Normal { mean, .. } => *mean,
             LengthDist::Empirical { values, cumulative } => {
                 let mut prev = 0.0;
                 values
@@ -311,6 +337,30 @@ impl LengthDist {
                 let u: f64 = rng.random();
                 let i = cumulative.partition_point(|&c| c <= u);
                 return values[i.min(values.len() - 1)];
+            }
+            LengthDist::Normal {
+                mean,
+                sd,
+                rounding,
+                redraw_negative,
+                min,
+                max,
+            } => {
+                let d = Normal::new(*mean, *sd).expect("validated normal");
+                let mut x = d.sample(rng);
+                // A mean far below zero would loop for ever; AIPerf's own loop would too, so give up
+                // after many draws and take the bound.
+                let mut tries = 0;
+                while *redraw_negative && x < 0.0 && tries < 1000 {
+                    x = d.sample(rng);
+                    tries += 1;
+                }
+                let r = match rounding {
+                    Rounding::Ceil => x.ceil(),
+                    Rounding::Trunc => x.trunc(),
+                    Rounding::HalfEven => x.round_ties_even(),
+                };
+                return r.clamp(f64::from(*min), f64::from(*max)) as u32;
             }
         };
         let lo = lo.map_or(1.0, |v| f64::from(v.0));

@@ -1,19 +1,25 @@
 //! Serving-benchmark clients as their own source defines them: how each draws prompt and output lengths
-//! from its nominal `--random-input-len` / `--random-output-len` and `--random-range-ratio`, how many
-//! requests it sends by default, and the server flags its published runs set that change the engine.
+//! around its nominal ones, how many requests it sends by default, its warm-up, how its closed loop hands
+//! out requests, how it computes TTFT, TPOT and ITL, and the server flags its published runs set.
 //!
-//! A harness only shapes the workload of the closed loop that [`crate::estimate`] already runs (one
-//! client per concurrency slot, the next request sent when one finishes, a warm-up request first, and
-//! TTFT, TPOT and ITL as `vllm bench serve` computes them, [`crate::metrics::bench`]): both harnesses
-//! below share that client code, and differ in their length draws, their request budget and the server.
-//! `docs/benchmark-client.md` cites the source lines.
+//! A harness shapes the closed loop that [`crate::estimate`] and `kind = "benchmark"` run (one client
+//! per concurrency slot, the next request sent when one finishes; [`super::concurrency`]): the length
+//! draws, the request budget, the warm-up requests, whether each slot has its own share of the budget,
+//! and the metric definitions ([`crate::metrics::bench`]). Options are spelt as the harness spells them
+//! (`synthetic_input_tokens_stddev` for `--synthetic-input-tokens-stddev`). `docs/benchmark-client.md`
+//! cites the source lines of each.
+//!
+//! Every harness is taken to run with outputs forced to their drawn length (`--ignore-eos`, AIPerf's and
+//! GenAI-Perf's `--extra-inputs ignore_eos:true`, GuideLLM's own `ignore_eos`) and with streaming on.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::workload::dist::LengthSpec;
+use crate::config::PositiveInt;
+use crate::metrics::bench::BenchDefinitions;
+use crate::workload::dist::{LengthDist, LengthSpec, Rounding};
 
 /// A benchmark client whose workload fleetsim reproduces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,57 +36,211 @@ pub enum Harness {
     /// --max-num-seqs` equal to the concurrency.
     #[serde(rename = "inferencemax")]
     InferenceMax,
+    /// NVIDIA AIPerf @ db4f639 (0.1.1+71, 2025-10-10): lengths from a normal of mean L and
+    /// `--synthetic-input-tokens-stddev` / `--output-tokens-stddev` (default 0), negative draws drawn
+    /// again, rounded up (`dataset/utils.py` L74-124); `--request-count` 10; `--warmup-request-count` 0;
+    /// its inter-token latency averaged over requests.
+    #[serde(rename = "aiperf")]
+    AiPerf,
+    /// NVIDIA GenAI-Perf 0.0.16 (triton-inference-server/perf_analyzer @ 263c5f6): the same normal
+    /// draws truncated toward zero (`synthetic_prompt_generator.py` L64-66, `base_converter.py`
+    /// L79-96); `--request-count` max(10, 2 × concurrency), dealt out evenly to the concurrency slots
+    /// (`perf_analyzer_config.py` L376-398, `concurrency_manager.cc` L163-175); `--warmup-request-count` 0.
+    #[serde(rename = "genai-perf")]
+    GenAiPerf,
+    /// GuideLLM v0.7.3 (vllm-project/guidellm @ 3938355): `prompt_tokens_stdev`/`_min`/`_max` (and the
+    /// output's): Gaussian clamped to `[min, max]` (default mean ± 5 sd, at least 1) and rounded half to
+    /// even, uniform integers in `[min, max]` without a stdev (`utils/random.py` L23-44); no default
+    /// request budget; TPOT including the first token, token-weighted.
+    #[serde(rename = "guidellm")]
+    Guidellm,
 }
+
+/// A harness's own options, spelt as it spells them (a `[workload.options]` table, or `estimate
+/// --harness-option KEY=VALUE`). Each applies to the harnesses named on it; any other is refused.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HarnessOptions {
+    /// vllm-bench, inferencemax: `--random-range-ratio`.
+    pub random_range_ratio: Option<f64>,
+    /// aiperf, genai-perf: `--synthetic-input-tokens-stddev`, tokens.
+    pub synthetic_input_tokens_stddev: Option<f64>,
+    /// aiperf, genai-perf: `--output-tokens-stddev`, tokens.
+    pub output_tokens_stddev: Option<f64>,
+    /// aiperf, genai-perf: `--warmup-request-count`.
+    pub warmup_request_count: Option<u32>,
+    /// guidellm: `prompt_tokens_stdev` of `--data`.
+    pub prompt_tokens_stdev: Option<PositiveInt>,
+    /// guidellm: `prompt_tokens_min`.
+    pub prompt_tokens_min: Option<PositiveInt>,
+    /// guidellm: `prompt_tokens_max`.
+    pub prompt_tokens_max: Option<PositiveInt>,
+    /// guidellm: `output_tokens_stdev`.
+    pub output_tokens_stdev: Option<PositiveInt>,
+    /// guidellm: `output_tokens_min`.
+    pub output_tokens_min: Option<PositiveInt>,
+    /// guidellm: `output_tokens_max`.
+    pub output_tokens_max: Option<PositiveInt>,
+}
+
+impl HarnessOptions {
+    /// The options given, by name.
+    fn present(&self) -> [(&'static str, bool); 10] {
+        [
+            ("random_range_ratio", self.random_range_ratio.is_some()),
+            (
+                "synthetic_input_tokens_stddev",
+                self.synthetic_input_tokens_stddev.is_some(),
+            ),
+            ("output_tokens_stddev", self.output_tokens_stddev.is_some()),
+            ("warmup_request_count", self.warmup_request_count.is_some()),
+            ("prompt_tokens_stdev", self.prompt_tokens_stdev.is_some()),
+            ("prompt_tokens_min", self.prompt_tokens_min.is_some()),
+            ("prompt_tokens_max", self.prompt_tokens_max.is_some()),
+            ("output_tokens_stdev", self.output_tokens_stdev.is_some()),
+            ("output_tokens_min", self.output_tokens_min.is_some()),
+            ("output_tokens_max", self.output_tokens_max.is_some()),
+        ]
+    }
+
+    /// The options given, as `--name value` words for a report line.
+    pub fn words(&self) -> String {
+        let mut w = Vec::new();
+        let mut put = |name: &str, v: Option<String>| {
+            if let Some(v) = v {
+                w.push(format!("{name} {v}"));
+            }
+        };
+        put(
+            "--random-range-ratio",
+            self.random_range_ratio.map(|v| v.to_string()),
+        );
+        put(
+            "--synthetic-input-tokens-stddev",
+            self.synthetic_input_tokens_stddev.map(|v| v.to_string()),
+        );
+        put(
+            "--output-tokens-stddev",
+            self.output_tokens_stddev.map(|v| v.to_string()),
+        );
+        put(
+            "--warmup-request-count",
+            self.warmup_request_count.map(|v| v.to_string()),
+        );
+        let guidellm = [
+            ("prompt_tokens_stdev", self.prompt_tokens_stdev),
+            ("prompt_tokens_min", self.prompt_tokens_min),
+            ("prompt_tokens_max", self.prompt_tokens_max),
+            ("output_tokens_stdev", self.output_tokens_stdev),
+            ("output_tokens_min", self.output_tokens_min),
+            ("output_tokens_max", self.output_tokens_max),
+        ];
+        for (k, v) in guidellm {
+            put(k, v.map(|v| v.0.to_string()));
+        }
+        w.join(" ")
+    }
+}
+
+/// What a harness runs at a given concurrency: its length draws, budget, warm-up, dispatch and metric
+/// definitions, and the server flag its published runs set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HarnessRun {
+    pub prompt: LengthDist,
+    pub output: LengthDist,
+    /// The inclusive range of `prompt` (for a normal draw without bounds of its own: mean ± 5 sd).
+    pub prompt_range: (u32, u32),
+    pub output_range: (u32, u32),
+    /// The default request budget, if the harness has one.
+    pub requests: Option<u32>,
+    /// Warm-up requests sent first (at most `clients` at a time), awaited and left out.
+    pub warmup_requests: u32,
+    /// Each client has its own share of the budget (GenAI-Perf's sender threads) instead of taking the
+    /// next request from a shared count.
+    pub per_client_quota: bool,
+    pub definitions: BenchDefinitions,
+    /// The server's `--max-num-seqs` in the harness's published runs, if it sets one.
+    pub max_num_seqs: Option<u32>,
+}
+
+/// A length draw, its inclusive range, or `Err((option, message))`.
+type Draw = Result<(LengthDist, (u32, u32)), (&'static str, String)>;
 
 impl Harness {
     /// Every harness, as `--harness` names them.
-    pub const ALL: [Harness; 2] = [Harness::VllmBench, Harness::InferenceMax];
+    pub const ALL: [Harness; 5] = [
+        Harness::VllmBench,
+        Harness::InferenceMax,
+        Harness::AiPerf,
+        Harness::GenAiPerf,
+        Harness::Guidellm,
+    ];
 
     /// The name `--harness` takes.
     pub fn as_str(self) -> &'static str {
         match self {
             Harness::VllmBench => "vllm-bench",
             Harness::InferenceMax => "inferencemax",
+            Harness::AiPerf => "aiperf",
+            Harness::GenAiPerf => "genai-perf",
+            Harness::Guidellm => "guidellm",
         }
     }
 
-    /// `--random-range-ratio` when the run does not give one.
+    /// The options this harness takes.
+    fn options(self) -> &'static [&'static str] {
+        match self {
+            Harness::VllmBench | Harness::InferenceMax => &["random_range_ratio"],
+            Harness::AiPerf | Harness::GenAiPerf => &[
+                "synthetic_input_tokens_stddev",
+                "output_tokens_stddev",
+                "warmup_request_count",
+            ],
+            Harness::Guidellm => &[
+                "prompt_tokens_stdev",
+                "prompt_tokens_min",
+                "prompt_tokens_max",
+                "output_tokens_stdev",
+                "output_tokens_min",
+                "output_tokens_max",
+            ],
+        }
+    }
+
+    /// `--random-range-ratio` when the run does not give one (range-ratio harnesses).
     pub fn default_range_ratio(self) -> f64 {
         match self {
-            Harness::VllmBench => 0.0,
             Harness::InferenceMax => 0.8,
+            _ => 0.0,
         }
     }
 
-    /// `--num-prompts` when the run does not give one, at `concurrency` clients.
-    pub fn default_requests(self, concurrency: u32) -> u32 {
+    /// The request budget when the run does not give one, at `concurrency` clients; `None` where the
+    /// harness has no default (GuideLLM runs until a constraint stops it).
+    pub fn default_requests(self, concurrency: u32) -> Option<u32> {
         match self {
-            Harness::VllmBench => 1000,
-            Harness::InferenceMax => concurrency.saturating_mul(10),
+            Harness::VllmBench => Some(1000),
+            Harness::InferenceMax => Some(concurrency.saturating_mul(10)),
+            Harness::AiPerf => Some(10),
+            Harness::GenAiPerf => Some(concurrency.saturating_mul(2).max(10)),
+            Harness::Guidellm => None,
         }
     }
 
     /// The server's `--max-num-seqs` in this harness's published runs, if it sets one.
     pub fn max_num_seqs(self, concurrency: u32) -> Option<u32> {
         match self {
-            Harness::VllmBench => None,
             Harness::InferenceMax => Some(concurrency),
+            _ => None,
         }
     }
 
-    /// Inclusive bounds of a length drawn for nominal `len` at range ratio `r`, or why `r` is out of the
-    /// harness's domain. A bound of 0 becomes 1 (the server always sees at least one token).
+    /// Inclusive bounds of a length drawn for nominal `len` at range ratio `r` (the range-ratio
+    /// harnesses), or why `r` is out of the harness's domain. A bound of 0 becomes 1 (the server always
+    /// sees at least one token).
     pub fn bounds(self, len: u32, r: f64) -> Result<(u32, u32), String> {
         let l = f64::from(len);
         let (lo, hi) = match self {
-            Harness::VllmBench => {
-                if !(0.0..1.0).contains(&r) {
-                    return Err(format!(
-                        "--random-range-ratio must be in [0, 1) for vllm-bench, got {r}"
-                    ));
-                }
-                ((l * (1.0 - r)).floor(), (l * (1.0 + r)).ceil())
-            }
             Harness::InferenceMax => {
                 if !(0.0..=1.0).contains(&r) {
                     return Err(format!(
@@ -89,14 +249,187 @@ impl Harness {
                 }
                 ((l * r).trunc(), l)
             }
+            _ => {
+                if !(0.0..1.0).contains(&r) {
+                    return Err(format!(
+                        "--random-range-ratio must be in [0, 1) for vllm-bench, got {r}"
+                    ));
+                }
+                ((l * (1.0 - r)).floor(), (l * (1.0 + r)).ceil())
+            }
         };
         Ok(((lo as u32).max(1), (hi as u32).max(1)))
     }
 
-    /// The length distribution for nominal `len` at range ratio `r` (fixed where the bounds meet).
-    pub fn lengths(self, len: u32, r: f64) -> Result<LengthSpec, String> {
-        let (min, max) = self.bounds(len, r)?;
-        Ok(LengthSpec::between(min, max))
+    /// The normal draw of AIPerf and GenAI-Perf around `len` with standard deviation `sd`.
+    fn nvidia_draw(self, len: u32, sd: Option<f64>, key: &'static str) -> Draw {
+        let sd = sd.unwrap_or(0.0);
+        if !(sd.is_finite() && sd >= 0.0) {
+            return Err((key, format!("must be a finite number ≥ 0, got {sd}")));
+        }
+        if sd == 0.0 {
+            return Ok((
+                LengthSpec::fixed(len).build().map_err(|(_, m)| (key, m))?,
+                (len, len),
+            ));
+        }
+        let (rounding, redraw_negative) = match self {
+            Harness::AiPerf => (Rounding::Ceil, true),
+            _ => (Rounding::Trunc, false),
+        };
+        let l = f64::from(len);
+        let range = (
+            ((l - 5.0 * sd).max(1.0)) as u32,
+            (l + 5.0 * sd).min(f64::from(u32::MAX / 4)).ceil() as u32,
+        );
+        Ok((
+            LengthDist::Normal {
+                mean: l,
+                sd,
+                rounding,
+                redraw_negative,
+                min: 1,
+                max: u32::MAX / 4,
+            },
+            range,
+        ))
+    }
+
+    /// GuideLLM's `IntegerRangeSampler` around `len`.
+    fn guidellm_draw(
+        len: u32,
+        stdev: Option<PositiveInt>,
+        min: Option<PositiveInt>,
+        max: Option<PositiveInt>,
+        keys: [&'static str; 2],
+    ) -> Draw {
+        let sd = stdev.map(|s| s.0);
+        let lo = min
+            .map(|m| m.0)
+            .unwrap_or_else(|| sd.map_or(len, |s| len.saturating_sub(s.saturating_mul(5)).max(1)));
+        let hi = max
+            .map(|m| m.0)
+            .unwrap_or_else(|| sd.map_or(len, |s| len.saturating_add(s.saturating_mul(5))));
+        if lo > hi {
+            return Err((
+                keys[0],
+                format!("the lower bound ({lo}) is above the upper bound ({hi})"),
+            ));
+        }
+        let dist = match sd {
+            _ if lo == hi => LengthSpec::fixed(lo).build(),
+            None => LengthSpec::between(lo, hi).build(),
+            Some(s) => Ok(LengthDist::Normal {
+                mean: f64::from(len),
+                sd: f64::from(s),
+                rounding: Rounding::HalfEven,
+                redraw_negative: false,
+                min: lo,
+                max: hi,
+            }),
+        }
+        .map_err(|(_, m)| (keys[1], m))?;
+        Ok((dist, (lo, hi)))
+    }
+
+    /// What this harness runs for nominal lengths `prompt` and `output` at `clients` clients with
+    /// `options`, or `Err((option, message))` naming an option it does not take or a bad value.
+    pub fn run(
+        self,
+        prompt: u32,
+        output: u32,
+        clients: u32,
+        options: &HarnessOptions,
+    ) -> Result<HarnessRun, (&'static str, String)> {
+        let takes = self.options();
+        if let Some((key, _)) = options
+            .present()
+            .into_iter()
+            .find(|(k, given)| *given && !takes.contains(k))
+        {
+            return Err((
+                key,
+                format!(
+                    "is not an option of {self} (it takes: {})",
+                    takes.join(", ")
+                ),
+            ));
+        }
+        let ((prompt, prompt_range), (output, output_range)) = match self {
+            Harness::VllmBench | Harness::InferenceMax => {
+                let r = options
+                    .random_range_ratio
+                    .unwrap_or(self.default_range_ratio());
+                let draw = |len| -> Draw {
+                    let b = self.bounds(len, r).map_err(|m| ("random_range_ratio", m))?;
+                    let d = LengthSpec::between(b.0, b.1)
+                        .build()
+                        .map_err(|(_, m)| ("random_range_ratio", m))?;
+                    Ok((d, b))
+                };
+                (draw(prompt)?, draw(output)?)
+            }
+            Harness::AiPerf | Harness::GenAiPerf => (
+                self.nvidia_draw(
+                    prompt,
+                    options.synthetic_input_tokens_stddev,
+                    "synthetic_input_tokens_stddev",
+                )?,
+                self.nvidia_draw(output, options.output_tokens_stddev, "output_tokens_stddev")?,
+            ),
+            Harness::Guidellm => (
+                Self::guidellm_draw(
+                    prompt,
+                    options.prompt_tokens_stdev,
+                    options.prompt_tokens_min,
+                    options.prompt_tokens_max,
+                    ["prompt_tokens_min", "prompt_tokens_stdev"],
+                )?,
+                Self::guidellm_draw(
+                    output,
+                    options.output_tokens_stdev,
+                    options.output_tokens_min,
+                    options.output_tokens_max,
+                    ["output_tokens_min", "output_tokens_stdev"],
+                )?,
+            ),
+        };
+        if let Some(w) = options.warmup_request_count
+            && w > crate::limits::MAX_ESTIMATE_REQUESTS
+        {
+            return Err((
+                "warmup_request_count",
+                format!(
+                    "at most {} warm-up requests, got {w}",
+                    crate::limits::MAX_ESTIMATE_REQUESTS
+                ),
+            ));
+        }
+        let (warmup_requests, per_client_quota, definitions) = match self {
+            Harness::VllmBench | Harness::InferenceMax => (1, false, BenchDefinitions::VllmBench),
+            Harness::AiPerf => (
+                options.warmup_request_count.unwrap_or(0),
+                false,
+                BenchDefinitions::PerRequestItl,
+            ),
+            Harness::GenAiPerf => (
+                options.warmup_request_count.unwrap_or(0),
+                true,
+                BenchDefinitions::PerRequestItl,
+            ),
+            Harness::Guidellm => (0, false, BenchDefinitions::Guidellm),
+        };
+        Ok(HarnessRun {
+            prompt,
+            output,
+            prompt_range,
+            output_range,
+            requests: self.default_requests(clients),
+            warmup_requests,
+            per_client_quota,
+            definitions,
+            max_num_seqs: self.max_num_seqs(clients),
+        })
     }
 }
 
@@ -119,12 +452,9 @@ impl FromStr for Harness {
             })
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::PositiveInt;
-    use crate::workload::dist::DistKind;
 
     /// vLLM's current window is symmetric with floor/ceil, InferenceMAX's (the pre-#16126 script) runs
     /// from `int(L·r)` to `L`: at 1,024 tokens and r = 0.8 the two differ by a factor of 2 in width and
@@ -155,26 +485,179 @@ mod tests {
         assert!(Harness::VllmBench.bounds(1024, -0.1).is_err());
     }
 
+    fn opts() -> HarnessOptions {
+        HarnessOptions::default()
+    }
+
     #[test]
-    fn request_budget_and_server_flags() {
-        assert_eq!(Harness::VllmBench.default_requests(64), 1000);
-        assert_eq!(Harness::InferenceMax.default_requests(64), 640);
+    fn request_budget_warmup_and_server_flags_follow_each_source() {
+        assert_eq!(Harness::VllmBench.default_requests(64), Some(1000));
+        assert_eq!(Harness::InferenceMax.default_requests(64), Some(640));
+        // AIPerf: --request-count 10 whatever the concurrency.
+        assert_eq!(Harness::AiPerf.default_requests(64), Some(10));
+        // GenAI-Perf: max(10, 2 × concurrency).
+        assert_eq!(Harness::GenAiPerf.default_requests(3), Some(10));
+        assert_eq!(Harness::GenAiPerf.default_requests(64), Some(128));
+        assert_eq!(Harness::Guidellm.default_requests(64), None);
         assert_eq!(Harness::InferenceMax.max_num_seqs(16), Some(16));
         assert_eq!(Harness::VllmBench.max_num_seqs(16), None);
         assert_eq!(Harness::VllmBench.default_range_ratio(), 0.0);
         assert_eq!(Harness::InferenceMax.default_range_ratio(), 0.8);
+        let run = |h: Harness, o: &HarnessOptions| h.run(1024, 128, 8, o).unwrap();
+        assert_eq!(run(Harness::VllmBench, &opts()).warmup_requests, 1);
+        assert_eq!(run(Harness::AiPerf, &opts()).warmup_requests, 0);
+        let w = HarnessOptions {
+            warmup_request_count: Some(4),
+            ..opts()
+        };
+        assert_eq!(run(Harness::GenAiPerf, &w).warmup_requests, 4);
+        assert!(run(Harness::GenAiPerf, &w).per_client_quota);
+        assert!(!run(Harness::AiPerf, &w).per_client_quota);
+        assert_eq!(run(Harness::Guidellm, &opts()).warmup_requests, 0);
+        assert_eq!(
+            run(Harness::Guidellm, &opts()).definitions,
+            BenchDefinitions::Guidellm
+        );
+        assert_eq!(
+            run(Harness::AiPerf, &opts()).definitions,
+            BenchDefinitions::PerRequestItl
+        );
     }
 
     #[test]
-    fn lengths_are_fixed_where_the_bounds_meet_and_uniform_otherwise() {
-        let f = Harness::VllmBench.lengths(512, 0.0).unwrap();
-        assert_eq!(f.dist, Some(DistKind::Fixed));
-        assert_eq!(f.tokens, Some(PositiveInt(512)));
-        let u = Harness::InferenceMax.lengths(1024, 0.8).unwrap();
-        assert_eq!(u.dist, Some(DistKind::Uniform));
+    fn range_ratio_harnesses_draw_fixed_where_the_bounds_meet_and_uniform_otherwise() {
+        let f = Harness::VllmBench.run(512, 64, 1, &opts()).unwrap();
+        assert_eq!(f.prompt, LengthSpec::fixed(512).build().unwrap());
+        let u = Harness::InferenceMax.run(1024, 1024, 1, &opts()).unwrap();
+        assert_eq!(u.prompt, LengthSpec::between(819, 1024).build().unwrap());
+        assert_eq!((u.prompt_range, u.output_range), ((819, 1024), (819, 1024)));
+    }
+
+    fn draws(d: &LengthDist, n: usize) -> Vec<u32> {
+        let mut rng = crate::rng::from_u64(7);
+        (0..n).map(|_| d.sample(&mut rng)).collect()
+    }
+
+    /// AIPerf draws `ceil` of a normal with negatives drawn again; GenAI-Perf truncates toward zero. At
+    /// stddev 0 both send exactly the mean; with a stddev the sample's mean is the nominal length plus
+    /// half a token (ceil) or less half a token (truncation), and its spread the stddev.
+    #[test]
+    fn aiperf_and_genai_perf_draw_a_rounded_normal() {
+        let fixed = Harness::AiPerf.run(550, 200, 4, &opts()).unwrap();
+        assert_eq!(fixed.prompt, LengthSpec::fixed(550).build().unwrap());
+        let sd = HarnessOptions {
+            synthetic_input_tokens_stddev: Some(50.0),
+            output_tokens_stddev: Some(20.0),
+            ..opts()
+        };
+        for (h, shift, rounding) in [
+            (Harness::AiPerf, 0.5, Rounding::Ceil),
+            (Harness::GenAiPerf, -0.5, Rounding::Trunc),
+        ] {
+            let run = h.run(550, 200, 4, &sd).unwrap();
+            match &run.prompt {
+                LengthDist::Normal { rounding: r, .. } => assert_eq!(*r, rounding),
+                other => panic!("{other:?}"),
+            }
+            let v = draws(&run.prompt, 100_000);
+            let mean = v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64;
+            let var = v
+                .iter()
+                .map(|&x| (f64::from(x) - mean).powi(2))
+                .sum::<f64>()
+                / v.len() as f64;
+            assert!((mean - 550.0 - shift).abs() < 0.6, "{h}: {mean}");
+            assert!(
+                (var.sqrt() / 50.0 - 1.0).abs() < 0.02,
+                "{h}: {}",
+                var.sqrt()
+            );
+        }
+        // A stddev as large as the mean: AIPerf redraws negatives (mean above the nominal), GenAI-Perf
+        // clamps them to the floor of one token.
+        let wide = HarnessOptions {
+            synthetic_input_tokens_stddev: Some(100.0),
+            ..opts()
+        };
+        let a = draws(
+            &Harness::AiPerf.run(100, 10, 1, &wide).unwrap().prompt,
+            50_000,
+        );
+        let g = draws(
+            &Harness::GenAiPerf.run(100, 10, 1, &wide).unwrap().prompt,
+            50_000,
+        );
+        let ones = |v: &[u32]| v.iter().filter(|&&x| x == 1).count() as f64 / v.len() as f64;
+        assert!(ones(&a) < 0.01, "{}", ones(&a));
+        // P(x < 2) for N(100, 100) is 0.164 (truncation maps [0, 2) and below zero to one token).
+        assert!((ones(&g) - 0.164).abs() < 0.01, "{}", ones(&g));
+        let bad = HarnessOptions {
+            output_tokens_stddev: Some(-1.0),
+            ..opts()
+        };
         assert_eq!(
-            (u.min, u.max),
-            (Some(PositiveInt(819)), Some(PositiveInt(1024)))
+            Harness::AiPerf.run(100, 10, 1, &bad).unwrap_err().0,
+            "output_tokens_stddev"
+        );
+    }
+
+    /// GuideLLM's `IntegerRangeSampler`: without a stdev, uniform integers between the bounds (each
+    /// defaulting to the mean); with one, a Gaussian clamped to [max(1, mean − 5 sd), mean + 5 sd] and
+    /// rounded half to even.
+    #[test]
+    fn guidellm_draws_like_its_integer_range_sampler() {
+        let plain = Harness::Guidellm.run(256, 128, 1, &opts()).unwrap();
+        assert_eq!(plain.prompt, LengthSpec::fixed(256).build().unwrap());
+        let upper = HarnessOptions {
+            prompt_tokens_max: Some(PositiveInt(300)),
+            ..opts()
+        };
+        let u = Harness::Guidellm.run(256, 128, 1, &upper).unwrap();
+        assert_eq!(u.prompt, LengthSpec::between(256, 300).build().unwrap());
+        let sd = HarnessOptions {
+            output_tokens_stdev: Some(PositiveInt(40)),
+            ..opts()
+        };
+        let g = Harness::Guidellm.run(256, 128, 1, &sd).unwrap();
+        assert_eq!(g.output_range, (1, 328));
+        assert_eq!(
+            g.output,
+            LengthDist::Normal {
+                mean: 128.0,
+                sd: 40.0,
+                rounding: Rounding::HalfEven,
+                redraw_negative: false,
+                min: 1,
+                max: 328
+            }
+        );
+        assert_eq!(2.5f64.round_ties_even(), 2.0);
+        let crossed = HarnessOptions {
+            prompt_tokens_min: Some(PositiveInt(400)),
+            ..opts()
+        };
+        assert_eq!(
+            Harness::Guidellm.run(256, 128, 1, &crossed).unwrap_err().0,
+            "prompt_tokens_min"
+        );
+    }
+
+    #[test]
+    fn an_option_of_another_harness_is_refused_by_name() {
+        let o = HarnessOptions {
+            prompt_tokens_stdev: Some(PositiveInt(3)),
+            ..opts()
+        };
+        let (key, m) = Harness::AiPerf.run(100, 10, 1, &o).unwrap_err();
+        assert_eq!(key, "prompt_tokens_stdev");
+        assert!(m.contains("not an option of aiperf"), "{m}");
+        let r = HarnessOptions {
+            random_range_ratio: Some(0.5),
+            ..opts()
+        };
+        assert_eq!(
+            Harness::Guidellm.run(100, 10, 1, &r).unwrap_err().0,
+            "random_range_ratio"
         );
     }
 
@@ -183,7 +666,10 @@ mod tests {
         for h in Harness::ALL {
             assert_eq!(h.as_str().parse::<Harness>().unwrap(), h);
         }
-        let e = "guidellm".parse::<Harness>().unwrap_err();
-        assert!(e.contains("vllm-bench, inferencemax"), "{e}");
+        let e = "locust".parse::<Harness>().unwrap_err();
+        assert!(
+            e.contains("vllm-bench, inferencemax, aiperf, genai-perf, guidellm"),
+            "{e}"
+        );
     }
 }

@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::concurrency::ClientRules;
 use super::concurrency::ClosedLoop;
 use super::dist::{DistKind, DurationSpec, LengthDist, LengthSpec};
 use super::frontend::FrontendSpec;
-use super::harness::Harness;
+use super::harness::{Harness, HarnessOptions};
 use super::rate_curve::{RateCurve, RateCurveSpec};
 use super::sessions::{SegmentPool, SessionConfig, SessionMode, SessionRows, Sessions};
 use super::stages::{StageLoad, StageSpec, Stages};
@@ -114,6 +115,7 @@ impl WorkloadKind {
                 "prompt",
                 "output",
                 "random_range_ratio",
+                "options",
                 "frontend",
             ],
             WorkloadKind::Trace => &[
@@ -174,12 +176,17 @@ pub struct WorkloadSpec {
     /// Pause after a stage has drained, before the next one's lead-in (`stages`; default 1 s).
     #[serde(default)]
     pub interval: Option<SimDuration>,
-    /// The benchmark client imitated (`benchmark`): `vllm-bench` or `inferencemax`.
+    /// The benchmark client imitated (`benchmark`): `vllm-bench`, `inferencemax`, `aiperf`,
+    /// `genai-perf` or `guidellm`.
     #[serde(default)]
     pub harness: Option<Harness>,
-    /// Its `--random-range-ratio` (`benchmark`; default: the harness's, vllm-bench 0, inferencemax 0.8).
+    /// Its `--random-range-ratio` (`benchmark` with vllm-bench or inferencemax; default: the harness's,
+    /// vllm-bench 0, inferencemax 0.8). Also accepted in `options`.
     #[serde(default)]
     pub random_range_ratio: Option<f64>,
+    /// The harness's own options, as it names them (`benchmark`; [`HarnessOptions`]).
+    #[serde(default)]
+    pub options: Option<HarnessOptions>,
 
     /// New conversations per second (`sessions`).
     #[serde(default)]
@@ -267,6 +274,9 @@ pub struct ClosedLoopConfig {
     pub output: LengthDist,
     pub shared_prefix: Option<SharedPrefix>,
     pub frontend: FrontendSpec,
+    /// The client's warm-up, dispatch and metric rules (a `benchmark`'s harness; `vllm bench serve`'s
+    /// otherwise).
+    pub client: ClientRules,
 }
 
 /// A staged workload's settings, validated.
@@ -335,8 +345,9 @@ impl WorkloadSpec {
     }
 
     /// Which keys are present, by name.
-    fn present(&self) -> [(&'static str, bool); 32] {
+    fn present(&self) -> [(&'static str, bool); 33] {
         [
+            ("options", self.options.is_some()),
             ("stages", self.stages.is_some()),
             ("load", self.load.is_some()),
             ("interval", self.interval.is_some()),
@@ -460,6 +471,7 @@ impl WorkloadSpec {
             output: self.length(&self.output, "output")?,
             shared_prefix: self.shared_prefix()?,
             frontend: self.frontend.unwrap_or_default(),
+            client: ClientRules::vllm_bench(self.frontend.unwrap_or_default().warmup),
         })
     }
 
@@ -505,23 +517,40 @@ impl WorkloadSpec {
     }
 
     /// A `benchmark` workload as the closed loop it runs: `prompt` and `output` are the harness's nominal
-    /// `--random-input-len` and `--random-output-len` (fixed), redrawn as the harness draws them.
+    /// lengths (fixed), redrawn as the harness draws them, with its budget, warm-up and metrics.
     fn benchmark(&self, clients: PositiveInt) -> Result<ClosedLoopConfig, Field> {
         let harness = self.harness.ok_or_else(|| self.missing("harness"))?;
-        let r = self
-            .random_range_ratio
-            .unwrap_or(harness.default_range_ratio());
-        let nominal = |spec: &Option<LengthSpec>, key: &str| -> Result<LengthDist, Field> {
+        let mut options = self.options.clone().unwrap_or_default();
+        if let Some(r) = self.random_range_ratio {
+            if options.random_range_ratio.is_some() {
+                return Err(at(
+                    "random_range_ratio",
+                    "is given twice: here and in options; keep one",
+                ));
+            }
+            options.random_range_ratio = Some(r);
+        }
+        let frontend = self.frontend.unwrap_or_default();
+        if !frontend.warmup {
+            return Err(at(
+                "frontend.warmup",
+                format!(
+                    "a benchmark's warm-up is its harness's ({harness}: {}); leave frontend.warmup out",
+                    match harness {
+                        Harness::AiPerf | Harness::GenAiPerf => "options.warmup_request_count",
+                        Harness::Guidellm => "none",
+                        _ => "one request",
+                    }
+                ),
+            ));
+        }
+        let nominal = |spec: &Option<LengthSpec>, key: &str| -> Result<u32, Field> {
             match spec {
                 Some(LengthSpec {
                     dist: Some(DistKind::Fixed),
                     tokens: Some(t),
                     ..
-                }) => harness
-                    .lengths(t.0, r)
-                    .map_err(|m| at("random_range_ratio", m))?
-                    .build()
-                    .map_err(|(k, m)| at(&format!("{key}.{k}"), m)),
+                }) => Ok(t.0),
                 Some(_) => Err(at(
                     key,
                     format!(
@@ -532,16 +561,45 @@ impl WorkloadSpec {
                 None => Err(self.missing(key)),
             }
         };
+        let (prompt, output) = (
+            nominal(&self.prompt, "prompt")?,
+            nominal(&self.output, "output")?,
+        );
+        let run = harness
+            .run(prompt, output, clients.0, &options)
+            .map_err(|(k, m)| {
+                let key = if k == "random_range_ratio" && self.random_range_ratio.is_some() {
+                    k.to_string()
+                } else {
+                    format!("options.{k}")
+                };
+                at(&key, m)
+            })?;
+        let requests = match (self.requests, run.requests) {
+            (Some(r), _) => r,
+            (None, Some(n)) => PositiveInt(n.max(1)),
+            (None, None) => {
+                return Err(at(
+                    "requests",
+                    format!(
+                        "required with {harness}, which has no default request budget (its \
+                         --constraint kind=max_requests,count=N)"
+                    ),
+                ));
+            }
+        };
         Ok(ClosedLoopConfig {
             clients,
-            requests: Some(
-                self.requests
-                    .unwrap_or(PositiveInt(harness.default_requests(clients.0).max(1))),
-            ),
-            prompt: nominal(&self.prompt, "prompt")?,
-            output: nominal(&self.output, "output")?,
+            requests: Some(requests),
+            prompt: run.prompt,
+            output: run.output,
             shared_prefix: None,
-            frontend: self.frontend.unwrap_or_default(),
+            frontend,
+            client: ClientRules {
+                warmup_requests: run.warmup_requests,
+                per_client_quota: run.per_client_quota,
+                definitions: run.definitions,
+            },
         })
     }
 
@@ -742,6 +800,7 @@ impl WorkloadSpec {
                         end,
                         cap,
                         cfg.frontend,
+                        cfg.client,
                     )),
                     Vec::new(),
                 )
@@ -930,13 +989,74 @@ output = { dist = "fixed", tokens = 128 }
             e.contains("workload.harness") && e.contains("required"),
             "{e}"
         );
-        let e = err(&BENCHMARK.replace("harness = \"inferencemax\"", "harness = \"aiperf\""));
+        let e = err(&BENCHMARK.replace("harness = \"inferencemax\"", "harness = \"locust\""));
         assert!(e.contains("harness"), "{e}");
         let e = err(&BENCHMARK.replace("clients = 8", "clients = 8\nrate = 3.0"));
         assert!(
             e.contains("workload.rate") && e.contains("benchmark"),
             "{e}"
         );
+    }
+
+    /// The NVIDIA clients and GuideLLM take their own options in `[workload.options]`, by the names they
+    /// give them; an option of another harness, a harness without a default budget and no `requests`,
+    /// and a warm-up switched off behind the harness's back are each named.
+    #[test]
+    fn harness_options_are_the_harness_s_own() {
+        use crate::metrics::bench::BenchDefinitions;
+        use crate::workload::dist::LengthDist;
+        let aiperf = BENCHMARK.replace("inferencemax", "aiperf")
+            + "options = { synthetic_input_tokens_stddev = 100, warmup_request_count = 2 }\n";
+        let c = Scenario::parse(&aiperf, "s.toml", &[])
+            .unwrap()
+            .workload
+            .closed_loop()
+            .unwrap();
+        assert_eq!(c.requests.unwrap().0, 10);
+        assert!(matches!(c.prompt, LengthDist::Normal { sd, .. } if sd == 100.0));
+        assert!(matches!(c.output, LengthDist::Fixed { tokens } if tokens.0 == 128));
+        assert_eq!(c.client.warmup_requests, 2);
+        assert_eq!(c.client.definitions, BenchDefinitions::PerRequestItl);
+        let genai = BENCHMARK.replace("inferencemax", "genai-perf");
+        let c = Scenario::parse(&genai, "s.toml", &[])
+            .unwrap()
+            .workload
+            .closed_loop()
+            .unwrap();
+        assert_eq!(c.requests.unwrap().0, 16);
+        assert!(c.client.per_client_quota);
+        assert_eq!(c.client.warmup_requests, 0);
+        let e = err(&(BENCHMARK.replace("inferencemax", "aiperf")
+            + "options = { prompt_tokens_stdev = 10 }\n"));
+        assert!(
+            e.contains("workload.options.prompt_tokens_stdev") && e.contains("aiperf"),
+            "{e}"
+        );
+        let e = err(&BENCHMARK.replace("inferencemax", "guidellm"));
+        assert!(
+            e.contains("workload.requests") && e.contains("guidellm"),
+            "{e}"
+        );
+        let guidellm = BENCHMARK.replace("inferencemax", "guidellm")
+            + "requests = 40\noptions = { output_tokens_stdev = 16 }\n";
+        let c = Scenario::parse(&guidellm, "s.toml", &[])
+            .unwrap()
+            .workload
+            .closed_loop()
+            .unwrap();
+        assert_eq!(c.client.definitions, BenchDefinitions::Guidellm);
+        assert!(matches!(
+            c.output,
+            LengthDist::Normal {
+                min: 48,
+                max: 208,
+                ..
+            }
+        ));
+        let e = err(&(BENCHMARK.to_string() + "frontend = { warmup = false }\n"));
+        assert!(e.contains("workload.frontend.warmup"), "{e}");
+        let e = err(&(BENCHMARK.to_string() + "options = { bogus = 1 }\n"));
+        assert!(e.contains("bogus"), "{e}");
     }
 
     /// `kind = "stages"`: stages inline, `load` and `interval` defaulted as inference-perf's; an empty

@@ -340,6 +340,49 @@ fn estimate_errors_are_one_clear_line() {
             vec!["--gpu", "h100", "--model", "llama-3.1-8b", "--tp", "3"],
             "must be 1, 2, 4 or 8",
         ),
+        (
+            vec![
+                "--gpu",
+                "h100",
+                "--model",
+                "llama-3.1-8b",
+                "--concurrency",
+                "4",
+                "--harness",
+                "aiperf",
+                "--harness-option",
+                "prompt_tokens_stdev=3",
+            ],
+            "--harness-option prompt_tokens_stdev: is not an option of aiperf",
+        ),
+        (
+            vec![
+                "--gpu",
+                "h100",
+                "--model",
+                "llama-3.1-8b",
+                "--concurrency",
+                "4",
+                "--harness",
+                "genai-perf",
+                "--harness-option",
+                "output_tokens_stddev",
+            ],
+            "expected KEY=VALUE",
+        ),
+        (
+            vec![
+                "--gpu",
+                "h100",
+                "--model",
+                "llama-3.1-8b",
+                "--concurrency",
+                "4",
+                "--harness",
+                "guidellm",
+            ],
+            "give --requests",
+        ),
     ] {
         let out = fleetsim()
             .arg("estimate")

@@ -312,3 +312,48 @@ fn fixed_length_groups_persist_over_long_outputs() {
     );
     assert!(long.ttft_ms.p99 > long.ttft_ms.p50, "{long:?}");
 }
+
+/// A `benchmark` workload runs its harness's client end to end: GenAI-Perf at 8 clients sends its
+/// default max(10, 2 × 8) = 16 requests, two per client, no warm-up, and `summary.json` says whose
+/// metric definitions its benchmark block follows; GuideLLM's TPOT counts the first token, so on the
+/// same traffic it is above the per-request TPOT by about TTFT / output tokens.
+#[test]
+fn a_benchmark_scenario_reports_with_its_harness_s_definitions() {
+    let text = |harness: &str, extra: &str| {
+        format!(
+            r#"
+name = "harness"
+seed = 3
+duration = "1h"
+
+[[workers]]
+count = 1
+gpu = "h100"
+model = "llama-3.1-8b"
+
+[workload]
+kind = "benchmark"
+harness = "{harness}"
+clients = 8
+prompt = {{ dist = "fixed", tokens = 2000 }}
+output = {{ dist = "fixed", tokens = 64 }}
+{extra}
+"#
+        )
+    };
+    let (genai, _) = run(&scenario(&text("genai-perf", ""), &[]));
+    let g = genai.benchmark.expect("a benchmark reports its client");
+    assert_eq!(g.requests, 16);
+    assert!(g.warmup.is_none());
+    assert_eq!(g.itl_mean_ms, g.tpot_ms.mean);
+    let json = serde_json::to_value(&g).unwrap();
+    assert_eq!(json["definitions"], "per-request-itl");
+    let (guide, _) = run(&scenario(&text("guidellm", "requests = 16"), &[]));
+    let u = guide.benchmark.expect("a benchmark reports its client");
+    let first_token_share = u.ttft_ms.mean / 64.0;
+    assert!(
+        (u.tpot_ms.mean - g.tpot_ms.mean * 63.0 / 64.0 - first_token_share).abs()
+            < 0.25 * first_token_share,
+        "{u:?} {g:?}"
+    );
+}
