@@ -196,6 +196,10 @@ pub struct WorkerGroup {
     /// requests for adapters of their model ([`crate::lora`]); without it they serve no adapter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<crate::lora::LoraParams>,
+    /// Groups with the same label share their GPUs: worker `k` of each runs on GPU `k` of the set, each
+    /// engine with its own `gpu_memory_utilization` share ([`crate::placement::colocation`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub colocate: Option<String>,
 }
 
 fn one() -> PositiveInt {
@@ -250,6 +254,7 @@ impl WorkerGroup {
             role: Default::default(),
             prefill_workers: 0,
             node: None,
+            colocate: None,
             lora: None,
         }
     }
@@ -505,6 +510,7 @@ impl Scenario {
         self.validate_autoscaler()?;
         self.validate_models()?;
         self.validate_lora()?;
+        crate::placement::colocation::validate(self)?;
         if self.faults.is_empty() {
             return self.validate_router();
         }

@@ -1,5 +1,6 @@
 //! Fuzzing that runs simulations: proptest writes small whole scenarios, with faults, a gateway, KV
-//! tiers, prefill/decode splits, hot-prefix replication, LoRA adapters and autoscaling, from values in and out of their ranges,
+//! tiers, prefill/decode splits, hot-prefix replication, LoRA adapters, autoscaling, benchmark
+//! harnesses and engines sharing GPUs, from values in and out of their ranges,
 //! and runs every one that `validate` accepts to its end. A scenario may be refused; a run may not
 //! panic, abort or hang, and must account for every request it admitted (arrived equals completed
 //! plus failed plus rejected). A second target seeds itself with the bundled scenarios (`scenarios/*.toml`), cut to a
@@ -462,6 +463,51 @@ fn benchmark() -> impl Strategy<Value = String> {
         })
 }
 
+/// Two or three groups sharing their GPUs (`colocate`), each serving its own model, with a mix of
+/// traffic for the models, sometimes swaps, a router and faults.
+fn colocated() -> impl Strategy<Value = String> {
+    const MODELS: [&str; 3] = ["llama-3.1-8b", "qwen3-8b", "mistral-7b"];
+    (
+        2usize..4,
+        1u32..4,
+        prop::sample::select(&["0.3", "0.33", "0.45", "0.6"][..]),
+        prop::collection::vec(number(&["1.0", "5.0", "20.0"]), 3),
+        any::<bool>(),
+        prop::sample::select(&["round_robin", "least_outstanding", "prefix_aware", "llm_d"][..]),
+        prop::collection::vec(fault(9), 0..3),
+        0..i64::MAX as u64,
+    )
+        .prop_map(|(groups, count, share, rates, swaps, policy, faults, seed)| {
+            let mut t = format!(
+                "name = \"fuzz-colocated\"\nseed = {seed}\nduration = \"20s\"\nmax_requests = 80\n"
+            );
+            for m in &MODELS[..groups] {
+                t += &format!(
+                    "\n[[workers]]\ncount = {count}\ngpu = \"h100\"\nmodel = \"{m}\"\nprecision = \"fp8\"\ngpu_memory_utilization = {share}\ncolocate = \"shared\"\n"
+                );
+                if swaps {
+                    let others: Vec<String> = MODELS
+                        .iter()
+                        .filter(|o| *o != m)
+                        .map(|o| format!("\"{o}\""))
+                        .collect();
+                    t += &format!("models = [{}]\n", others.join(", "));
+                }
+            }
+            t += "\n[workload]\nkind = \"mix\"\n";
+            for (m, rate) in MODELS.iter().zip(&rates) {
+                t += &format!(
+                    "\n[[workload.classes]]\nname = \"{m}\"\n[workload.classes.traffic]\nkind = \"poisson\"\nmodel = \"{m}\"\nrate = {rate}\nprompt = {{ dist = \"uniform\", min = 16, max = 3000 }}\noutput = {{ dist = \"uniform\", min = 1, max = 64 }}\n"
+                );
+            }
+            t += &format!("\n[router]\npolicy = \"{policy}\"\n");
+            for f in faults {
+                t += &f;
+            }
+            t
+        })
+}
+
 /// Validates and, if valid and within its limits, runs `text` with `set` to its end, checking that
 /// every request is accounted for.
 fn run(text: &str, file: &str, set: &[String]) {
@@ -498,24 +544,33 @@ fn run(text: &str, file: &str, set: &[String]) {
             );
         }
     }
-    // A benchmark client: without a failed or rejected request, it measures exactly its budget after
-    // exactly its warm-up requests.
-    if let (Some(b), Ok(cfg)) = (&out.summary.benchmark, s.workload.closed_loop()) {
-        if r.failed == 0 && r.rejected == 0 && s.faults.is_empty() {
-            let budget = cfg.requests.map_or(0, |n| u64::from(n.0));
-            assert_eq!(b.requests, budget, "the harness's budget:\n{text}");
-            let warm = b.warmup.as_ref().map_or(0, |w| w.requests);
-            assert_eq!(
-                warm,
-                u64::from(cfg.client.warmup_requests),
-                "its warm-up:\n{text}"
-            );
-            assert_eq!(r.arrived, budget + warm, "nothing else sent:\n{text}");
-        }
+    // A benchmark client (whose window outlasts its budget): without a failed or rejected request, it
+    // measures exactly its budget after exactly its warm-up requests.
+    if let (Some(b), Ok(cfg)) = (&out.summary.benchmark, s.workload.closed_loop())
+        && s.workload.kind == fleetsim::workload::WorkloadKind::Benchmark
+        && r.failed == 0
+        && r.rejected == 0
+        && s.faults.is_empty()
+    {
+        // The budget, capped by the scenario's `max_requests` (`--set` on a bundled closed loop).
+        let budget = cfg.requests.map_or(u64::MAX, |n| u64::from(n.0));
+        let budget = budget.min(s.max_requests.unwrap_or(u64::MAX));
+        assert_eq!(b.requests, budget, "the harness's budget:\n{text}\n{set:?}");
+        let warm = b.warmup.as_ref().map_or(0, |w| w.requests);
+        let want = if cfg.frontend.enabled {
+            u64::from(cfg.client.warmup_requests)
+        } else {
+            0
+        };
+        assert_eq!(warm, want, "its warm-up:\n{text}");
+        assert_eq!(r.arrived, budget + warm, "nothing else sent:\n{text}");
     }
-    // With adapters or several autoscaled models, the same scenario runs to the same summary, byte
-    // for byte.
-    if s.workload.adapters.is_some() || s.autoscaler.as_ref().is_some_and(|_| s.workers.len() > 1) {
+    // With adapters, several autoscaled models or shared GPUs, the same scenario runs to the same
+    // summary, byte for byte.
+    if s.workload.adapters.is_some()
+        || s.autoscaler.as_ref().is_some_and(|_| s.workers.len() > 1)
+        || s.workers.iter().any(|g| g.colocate.is_some())
+    {
         let again = Simulation::from_scenario(&s)
             .unwrap()
             .try_run(&mut |_| {})
@@ -564,6 +619,11 @@ proptest! {
     #[test]
     fn benchmark_clients_send_their_budget_and_lose_no_request(text in benchmark()) {
         run(&text, "fuzz-bench.toml", &[]);
+    }
+
+    #[test]
+    fn engines_sharing_gpus_run_to_the_end_deterministically(text in colocated()) {
+        run(&text, "fuzz-colocated.toml", &[]);
     }
 
     #[test]

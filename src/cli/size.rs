@@ -175,6 +175,12 @@ pub(super) fn size(a: Args) -> Result<()> {
         // The group's own `[autoscaler.models.NAME]` bounds become the table's: the bounds searched.
         base.autoscaler = Some(auto.for_model(base.workers[0].model.as_str()));
     }
+    if let Some(i) = base.workers.iter().position(|g| g.colocate.is_some()) {
+        bail!(
+            "{}: workers[{i}]: size counts and prices one GPU per worker, and co-located engines (colocate) share GPUs; run the scenario at each count instead (`run --set workers[0].count=N --set workers[1].count=N`)",
+            a.scenario.display()
+        );
+    }
     if base.workers.len() > 1 {
         if base.autoscaler.is_some() {
             bail!(

@@ -16,6 +16,7 @@
 //! pending and every request has finished, whatever faults are still scheduled.
 
 mod autoscale;
+mod colocation;
 mod disagg;
 mod faults;
 mod fleet;
@@ -136,6 +137,8 @@ enum Event {
     HealthCheck,
     /// The autoscaler evaluates (`autoscale.rs`).
     Autoscale,
+    /// Shared GPU `0` may be free for the engines waiting for it (`colocation.rs`).
+    GpuFree(usize),
     /// Slot `worker`'s cold start number `generation` is over.
     ColdStartDone { worker: usize, generation: u64 },
     /// The drain of scaled-down `worker` (incarnation `epoch`) runs out of time.
@@ -295,6 +298,8 @@ pub struct Simulation {
     /// Requests for LoRA adapters (`lora.rs`); `None` unless a group has `[workers.lora]` or the
     /// workload names adapters.
     lora: Option<Box<lora::LoraFleet>>,
+    /// Engines sharing GPUs (`colocation.rs`); `None` unless a group has `colocate`.
+    gpus: Option<Box<colocation::GpuGate>>,
 }
 
 impl Simulation {
@@ -357,6 +362,8 @@ impl Simulation {
         );
         sim.set_faults(plan, s.gateway.clone(), starts);
         sim.placement = placement::Placement::of(s)?.map(Box::new);
+        sim.gpus = crate::placement::colocation::SharedGpus::of(s)
+            .map(|shared| Box::new(colocation::GpuGate::new(shared)));
         if let Some(spec) = &s.autoscaler {
             // One deployment per worker group (each serves its own model), over the group's slots.
             let mut deployments = Vec::with_capacity(s.workers.len());
@@ -516,6 +523,7 @@ impl Simulation {
             autoscale: None,
             placement: None,
             lora: None,
+            gpus: None,
         }
     }
 
@@ -676,6 +684,7 @@ impl Simulation {
                 Event::Restart { worker, fault } => self.on_restart(worker, fault),
                 Event::Start(w) => self.on_start(w),
                 Event::SwapDone { worker, epoch } => self.on_swap_done(worker, epoch),
+                Event::GpuFree(gpu) => self.on_gpu_free(gpu),
                 Event::HealthCheck => self.on_health_check(),
                 Event::Autoscale => self.on_autoscale_tick(),
                 Event::ColdStartDone { worker, generation } => {
@@ -768,6 +777,8 @@ impl Simulation {
         }
         let rank = match event {
             Event::StepDone { worker, .. } => worker as u64,
+            // After every engine's step ending at the same instant.
+            Event::GpuFree(gpu) => (1 << 40) + gpu as u64,
             _ => 0,
         };
         self.queue.push_ranked(at, class, rank, event);
@@ -1252,6 +1263,9 @@ impl Simulation {
             self.truth[w] == Truth::Up,
             "worker {w} would serve work while it is down"
         );
+        if !self.gpu_turn(w) {
+            return;
+        }
         let t = self.prof.start();
         let started = self.workers[w].start_step(self.now);
         let pool = &self.workers[w].pool;
@@ -1262,6 +1276,7 @@ impl Simulation {
         if let Some(dt) = started {
             let end = self.plan_steady_run(w, self.now + dt);
             self.schedule_step_end(w, end);
+            self.gpu_held_until(w, end);
         }
         self.prof.stop(Phase::WorkerSteps, t);
         if self.check_every_step
@@ -1378,13 +1393,19 @@ impl Simulation {
                 ),
                 preemptions: w.preemptions,
                 evictions: w.pool.evictions(),
-                energy_j: round(worker_energy_j(w, self.billed_s(w.id, self.now)), 3),
+                energy_j: round(self.energy_j(w.id), 3),
                 role: self
                     .disagg
                     .as_ref()
                     .map(|d| d.roles[w.id])
                     .filter(|r| *r != crate::worker::role::Role::Both)
                     .map(|r| r.as_str().to_string()),
+                shared_gpu: self.gpus.as_ref().and_then(|g| g.shared.gpu_of[w.id]),
+                gpu_wait_s: self
+                    .gpus
+                    .as_ref()
+                    .filter(|g| g.shares(w.id))
+                    .map(|g| round(g.wait_ns[w.id] as f64 / 1e9, 9)),
             })
             .collect();
         self.collector.finish_warmup();
@@ -1410,11 +1431,13 @@ impl Simulation {
         summary.sim.stopped = self.stopped.take();
         summary.tiers = self.tier_summary();
         summary.energy = Some(EnergySummary::of(
+            (0..self.workers.len()).map(|w| self.energy_j(w)).sum(),
+            // A shared GPU counts once, with its host engine.
             self.workers
                 .iter()
-                .map(|w| worker_energy_j(w, self.billed_s(w.id, self.now)))
+                .filter(|w| self.gpus.as_ref().is_none_or(|g| g.shared.is_host(w.id)))
+                .map(|w| u64::from(w.perf.tp))
                 .sum(),
-            self.workers.iter().map(|w| u64::from(w.perf.tp)).sum(),
             self.workers
                 .iter()
                 .all(|w| PowerModel::of(w.perf.gpu).validated),
@@ -1528,19 +1551,36 @@ fn looks_elsewhere(hashes: &[u64], local: usize, nowhere_from: Option<usize>) ->
     local < hashes.len() && nowhere_from.is_none_or(|p| local < p)
 }
 
-/// A worker's energy over a run that ended at `end_s` seconds: its steps' energy plus idle power for
-/// the rest of the time (`hardware::power`).
-fn worker_energy_j(w: &Worker, end_s: f64) -> f64 {
-    PowerModel::of(w.perf.gpu).worker_energy_j(
-        w.perf.tp,
-        w.busy_energy_j,
-        w.busy.as_secs_f64(),
-        end_s,
-    )
+impl Simulation {
+    /// Worker `w`'s energy over the run: its steps' energy plus idle power for the rest of its billed
+    /// time (`hardware::power`). A GPU shared by several engines idles only while none of them steps,
+    /// and that idle power is charged once, to its host engine.
+    fn energy_j(&self, w: usize) -> f64 {
+        let worker = &self.workers[w];
+        let billed = self.billed_s(w, self.now);
+        let busy_s = match self.gpus.as_ref().and_then(|g| {
+            g.shared.gpu_of[w].map(|gpu| (g.shared.is_host(w), &g.shared.engines[gpu]))
+        }) {
+            None => worker.busy.as_secs_f64(),
+            Some((true, engines)) => engines
+                .iter()
+                .map(|&e| self.workers[e].busy.as_secs_f64())
+                .sum(),
+            Some((false, _)) => billed,
+        };
+        PowerModel::of(worker.perf.gpu).worker_energy_j(
+            worker.perf.tp,
+            worker.busy_energy_j,
+            busy_s,
+            billed,
+        )
+    }
 }
 
 #[cfg(test)]
 mod autoscale_tests;
+#[cfg(test)]
+mod colocation_tests;
 #[cfg(test)]
 mod fault_tests;
 #[cfg(test)]

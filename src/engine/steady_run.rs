@@ -73,7 +73,11 @@ impl Simulation {
     /// run of pure steps after it and returns the run's last end; otherwise returns `end`.
     pub(super) fn plan_steady_run(&mut self, w: usize, end: SimTime) -> SimTime {
         let worker = &self.workers[w];
-        if !self.fast_path || self.check_every_step {
+        // Engines that share a GPU take turns step by step (`colocation.rs`): no runs of steps.
+        if !self.fast_path
+            || self.check_every_step
+            || self.gpus.as_ref().is_some_and(|g| g.shares(w))
+        {
             return end;
         }
         let k = worker.steady_steps_after(self.across_blocks);

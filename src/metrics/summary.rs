@@ -557,6 +557,12 @@ pub struct WorkerSummary {
     /// `prefill` or `decode` in a disaggregated fleet; absent for a `both` worker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// The shared GPU this engine runs on with others (`colocate`); absent when it has its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_gpu: Option<usize>,
+    /// Seconds this engine's steps waited for its shared GPU while another engine stepped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_wait_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -964,9 +970,13 @@ impl Summary {
             } else {
                 format!(", KV {}", w.kv_cache_dtype)
             };
+            let shared = match (w.shared_gpu, w.gpu_wait_s) {
+                (Some(g), Some(wait)) => format!(", shares GPU {g} (waited {wait:.1} s)"),
+                _ => String::new(),
+            };
             let _ = writeln!(
                 o,
-                "| {} | {} ×{} {}{kv} | {} | {profile} | {:.1}% | {} | {:.1}% | {} | {:.1}% | {} | {} |",
+                "| {} | {} ×{} {}{kv}{shared} | {} | {profile} | {:.1}% | {} | {:.1}% | {} | {:.1}% | {} | {} |",
                 w.id,
                 w.gpu,
                 w.tp,

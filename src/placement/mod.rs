@@ -3,7 +3,8 @@
 //!
 //! A worker group names the model its workers start with (`model`) and the other models they may
 //! load (`models`). A worker runs **one model at a time**, as one vLLM engine serves one model per
-//! process: its whole KV memory belongs to that model. A request names its model (`[workload] model`,
+//! process: its whole KV memory belongs to that model. Several workers may share a GPU, each in its own
+//! share of the memory ([`colocation`]). A request names its model (`[workload] model`,
 //! or its class's); the gateway sends it only to a worker that has that model loaded. When none has,
 //! it holds the request (as an activator does) and picks a worker that may load the model to swap:
 //! that worker takes no new requests, finishes those it has (drain), then unloads its model, loads the
@@ -25,6 +26,8 @@
 //! Invariants: a worker's resident model is one of the models its group may serve; a swapping worker
 //! is routed nothing; a request held for its model is routed or ends (fails at the end of the run)
 //! exactly once.
+
+pub mod colocation;
 
 use serde::{Deserialize, Serialize};
 

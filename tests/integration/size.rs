@@ -425,3 +425,25 @@ fn a_mixed_fleet_is_sized_by_cost_over_both_gpu_types() {
     );
     assert_eq!(c["gpu"], "h100+a100");
 }
+
+/// `size` prices one GPU per worker, so it refuses a fleet whose engines share GPUs, naming the group
+/// and what to do instead.
+#[test]
+fn engines_sharing_gpus_are_not_sized() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/colocated-models.toml"
+    );
+    let err = Command::cargo_bin("fleetsim")
+        .unwrap()
+        .args(["size", path])
+        .assert()
+        .failure();
+    let stderr = String::from_utf8_lossy(&err.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("workers[0]")
+            && stderr.contains("co-located")
+            && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}
