@@ -151,10 +151,19 @@ impl Estimate {
                 self.harness
             )
         } else {
+            let range = |a: u32, b: u32| {
+                if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}–{b}")
+                }
+            };
             writeln!(
                 o,
-                "Client: {} (prompts {p0}–{p1} tokens, outputs {o0}–{o1}).\n",
-                self.harness
+                "Client: {} (prompts {} tokens, outputs {}).\n",
+                self.harness,
+                range(p0, p1),
+                range(o0, o1)
             )
         };
         let _ = writeln!(

@@ -135,8 +135,11 @@ impl HarnessOptions {
             ("output_tokens_min", self.output_tokens_min),
             ("output_tokens_max", self.output_tokens_max),
         ];
+        // GuideLLM takes these as `--data key=value,...`.
         for (k, v) in guidellm {
-            put(k, v.map(|v| v.0.to_string()));
+            if let Some(v) = v {
+                w.push(format!("{k}={}", v.0));
+            }
         }
         w.join(" ")
     }
