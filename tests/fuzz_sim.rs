@@ -214,11 +214,14 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
             0u32..3,
             prop::option::of(prop::sample::select(&["n1", "n2"][..])),
             prop::option::of(span(&["1s", "3s"])),
-            // `[workers.lora]`: max_loras, extra CPU slots, max_lora_rank (12 is refused).
+            // `[workers.lora]`: max_loras, extra CPU slots, max_lora_rank (12 is refused), the disk's
+            // bandwidth and the adapted layers.
             mostly((
                 1u32..5,
                 0u32..3,
                 prop::sample::select(&[8u32, 16, 16, 64, 12][..]),
+                number(&["3", "0.5", "20"]),
+                prop::sample::select(&["attention", "all_linear"][..]),
             )),
         ),
         1..4,
@@ -289,9 +292,9 @@ fn scenario() -> impl Strategy<Value = (String, Vec<String>)> {
                     if let Some(s) = start {
                         t += &format!("start_at = {s}\n");
                     }
-                    if let Some((slots, extra, rank)) = lora {
+                    if let Some((slots, extra, rank, disk, targets)) = lora {
                         t += &format!(
-                            "[workers.lora]\nmax_loras = {slots}\nmax_cpu_loras = {}\nmax_lora_rank = {rank}\nload_from_disk = \"50ms\"\n",
+                            "[workers.lora]\nmax_loras = {slots}\nmax_cpu_loras = {}\nmax_lora_rank = {rank}\nload_from_disk = \"50ms\"\ndisk_gb_per_s = {disk}\ntarget_modules = \"{targets}\"\n",
                             slots + extra
                         );
                     }

@@ -23,7 +23,7 @@ mod slots;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::PositiveInt;
+use crate::config::{Positive, PositiveInt};
 use crate::time::SimDuration;
 
 pub use slots::{AdapterSlots, LoraCounters};
@@ -63,12 +63,24 @@ pub struct LoraParams {
     /// The largest adapter rank the engine accepts, one of [`MAX_LORA_RANKS`] (vLLM's default, 16).
     #[serde(default = "sixteen")]
     pub max_lora_rank: PositiveInt,
-    /// Reading an adapter from disk into the CPU cache.
+    /// Reading an adapter from disk into the CPU cache: this fixed part (file open, parsing, building the
+    /// LoRA model) plus its bytes at `disk_gb_per_s`.
     #[serde(default = "default_load_from_disk")]
     pub load_from_disk: SimDuration,
-    /// Copying an adapter from the CPU cache into a GPU slot.
-    #[serde(default = "default_load_to_gpu")]
-    pub load_to_gpu: SimDuration,
+    /// Read bandwidth of the adapter files, GB/s (local NVMe, as `[swaps]`).
+    #[serde(default = "default_disk_gb_per_s")]
+    pub disk_gb_per_s: Positive,
+    /// Copying an adapter from the CPU cache into a GPU slot: a fixed time when given; otherwise its
+    /// bytes at `host_to_gpu_gb_per_s`.
+    #[serde(default)]
+    pub load_to_gpu: Option<SimDuration>,
+    /// Host-to-GPU copy bandwidth, GB/s (PCIe, as vLLM's sleep-mode wake measured it).
+    #[serde(default = "default_host_to_gpu_gb_per_s")]
+    pub host_to_gpu_gb_per_s: Positive,
+    /// The layers an adapter adapts, which with its rank set its size: `attention` (q, k, v, o) or
+    /// `all_linear` (also gate, up, down).
+    #[serde(default)]
+    pub target_modules: TargetModules,
     /// Step-time multiplier of a batch with LoRA requests; default by `max_lora_rank`
     /// ([`default_step_multiplier`]), required above rank 64.
     #[serde(default)]
@@ -86,10 +98,42 @@ fn sixteen() -> PositiveInt {
 fn default_load_from_disk() -> SimDuration {
     SimDuration::from_millis(300)
 }
-/// 10 ms: a rank-16 adapter of a 70B model on q, k, v, o in FP16 is about 160 MB, copied from host
-/// memory at about 20 GB/s (the PCIe rate of vLLM's sleep-mode wake) [derived]; docs/lora.md.
-fn default_load_to_gpu() -> SimDuration {
-    SimDuration::from_millis(10)
+/// 3 GB/s: local NVMe, the `[swaps]` tier's rate (vLLM PR #10647, the sleep post's level-2 wake);
+/// docs/models-and-scaling-sources.md §1c.
+fn default_disk_gb_per_s() -> Positive {
+    Positive(3.0)
+}
+/// 20 GB/s: the host-to-GPU rate of vLLM's sleep-mode wake (61 GB in 2.87 s) [derived]; at that rate a
+/// rank-16 adapter of Llama-3.1-70B on q, k, v, o (131 MB in FP16) takes 6.6 ms.
+fn default_host_to_gpu_gb_per_s() -> Positive {
+    Positive(20.0)
+}
+
+/// The modules a LoRA adapter adapts (PEFT's `target_modules`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetModules {
+    /// q, k, v and o projections.
+    #[default]
+    Attention,
+    /// Every linear layer: q, k, v, o, gate, up and down.
+    AllLinear,
+}
+
+/// Bytes of a rank-1 adapter of `model` on `targets`, FP16/BF16: each adapted `d_in × d_out` weight
+/// gets an `A` of `r × d_in` and a `B` of `d_out × r`, so `2 · r · (d_in + d_out)` bytes per layer.
+pub fn adapter_bytes_per_rank(model: crate::hardware::ModelId, targets: TargetModules) -> f64 {
+    let m = model.spec();
+    let h = f64::from(m.hidden);
+    let q = f64::from(m.heads * m.head_dim);
+    let kv = f64::from(m.kv_heads * m.head_dim);
+    let attention = (h + q) + 2.0 * (h + kv) + (q + h);
+    let mlp = match targets {
+        TargetModules::Attention => 0.0,
+        // gate and up: hidden → intermediate; down: intermediate → hidden (per expert for MoE).
+        TargetModules::AllLinear => 3.0 * (h + f64::from(m.intermediate)) * f64::from(m.experts),
+    };
+    2.0 * f64::from(m.layers) * (attention + mlp)
 }
 
 /// The step-time multiplier of a LoRA batch on an engine of `max_lora_rank`, or `None` above 64,
@@ -113,13 +157,28 @@ impl Default for LoraParams {
             max_cpu_loras: None,
             max_lora_rank: sixteen(),
             load_from_disk: default_load_from_disk(),
-            load_to_gpu: default_load_to_gpu(),
+            disk_gb_per_s: default_disk_gb_per_s(),
+            load_to_gpu: None,
+            host_to_gpu_gb_per_s: default_host_to_gpu_gb_per_s(),
+            target_modules: TargetModules::default(),
             step_multiplier: None,
         }
     }
 }
 
 impl LoraParams {
+    /// Reading an adapter of `bytes` from disk into the CPU cache.
+    pub fn disk_time(&self, bytes: f64) -> SimDuration {
+        self.load_from_disk + SimDuration::from_secs_f64(bytes / (self.disk_gb_per_s.0 * 1e9))
+    }
+
+    /// Copying an adapter of `bytes` into a GPU slot.
+    pub fn gpu_time(&self, bytes: f64) -> SimDuration {
+        self.load_to_gpu.unwrap_or_else(|| {
+            SimDuration::from_secs_f64(bytes / (self.host_to_gpu_gb_per_s.0 * 1e9))
+        })
+    }
+
     /// The CPU cache's capacity.
     pub fn cpu_capacity(&self) -> u32 {
         self.max_cpu_loras.map_or(self.max_loras.0, |c| c.0)
@@ -140,6 +199,18 @@ impl LoraParams {
 
     /// `Err((field, message))` for settings vLLM would refuse or fleetsim has no default for.
     pub fn validate(&self) -> Result<(), (String, String)> {
+        for (key, v) in [
+            ("disk_gb_per_s", self.disk_gb_per_s.0),
+            ("host_to_gpu_gb_per_s", self.host_to_gpu_gb_per_s.0),
+        ] {
+            // 1 MB/s to 10 TB/s: a slower link would stall a step for hours per adapter.
+            if !(1e-3..=1e4).contains(&v) {
+                return Err((
+                    key.into(),
+                    format!("must be between 0.001 and 10000 GB/s, got {v}"),
+                ));
+            }
+        }
         if !MAX_LORA_RANKS.contains(&self.max_lora_rank.0) {
             return Err((
                 "max_lora_rank".into(),
@@ -202,6 +273,11 @@ mod tests {
         assert!(p.validate().is_ok());
         let p: LoraParams = toml::from_str("step_multiplier = 0.5").unwrap();
         assert_eq!(p.validate().unwrap_err().0, "step_multiplier");
+        let p: LoraParams = toml::from_str("disk_gb_per_s = 1e-300").unwrap();
+        assert_eq!(p.validate().unwrap_err().0, "disk_gb_per_s");
+        let p: LoraParams = toml::from_str("host_to_gpu_gb_per_s = 1e300").unwrap();
+        assert_eq!(p.validate().unwrap_err().0, "host_to_gpu_gb_per_s");
+        assert!(toml::from_str::<LoraParams>("target_modules = \"mlp\"").is_err());
     }
 
     #[test]

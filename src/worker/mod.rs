@@ -488,14 +488,16 @@ impl Worker {
         if self.lora.is_none() {
             return SimDuration::ZERO;
         }
-        let batch = distinct_adapters(self.batch.iter().map(|&(idx, _)| &self.running[idx]));
+        let batch = distinct_adapter_ranks(self.batch.iter().map(|&(idx, _)| &self.running[idx]));
         let slots = self.lora.as_mut().expect("checked above");
         if batch.is_empty() {
             return SimDuration::ZERO;
         }
         self.lora_factor = slots.params.multiplier();
         slots.counters.lora_steps += 1;
-        slots.activate(&batch)
+        let per_rank =
+            crate::lora::adapter_bytes_per_rank(self.perf.model, slots.params.target_modules);
+        slots.activate(&batch, per_rank)
     }
 
     /// Applies the step in flight at its end time `now`: progress, cache registration, sampling.
@@ -870,10 +872,18 @@ impl Worker {
 /// The distinct adapter ids of `seqs`, in order of first appearance (a batch holds at most
 /// `max_loras` of them, so a linear scan is the cheap way).
 fn distinct_adapters<'a>(seqs: impl Iterator<Item = &'a Sequence>) -> Vec<u64> {
-    let mut out = Vec::new();
+    distinct_adapter_ranks(seqs)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect()
+}
+
+/// The distinct adapters of `seqs` with their ranks, in first-seen order.
+fn distinct_adapter_ranks<'a>(seqs: impl Iterator<Item = &'a Sequence>) -> Vec<(u64, u32)> {
+    let mut out: Vec<(u64, u32)> = Vec::new();
     for a in seqs.filter_map(|s| s.request.adapter) {
-        if !out.contains(&a.id) {
-            out.push(a.id);
+        if !out.iter().any(|&(id, _)| id == a.id) {
+            out.push((a.id, a.rank));
         }
     }
     out
