@@ -209,3 +209,37 @@ fn the_cold_start_adds_its_terms_and_derives_the_weight_load() {
     let c = spec("weight_load = \"7s\"").cold_start(16e9, &restart);
     assert_eq!(c.weight_load, SimDuration::from_secs(7));
 }
+
+/// The windowed smallest and largest recommendations kept incrementally equal those found by scanning
+/// every recommendation ever made, over random sequences and windows (Kubernetes keeps a
+/// recommendation while its time is strictly after `now − window`; a zero window keeps only `raw`).
+#[test]
+fn stabilisation_matches_a_scan_of_the_whole_history() {
+    use rand::Rng;
+    let mut rng = crate::rng::from_u64(5);
+    for case in 0..200 {
+        let up_w = [0u64, 1, 7, 30][case % 4];
+        let down_w = [0u64, 3, 60, 600][(case / 4) % 4];
+        let mut h = Hpa::new(spec(&format!(
+            "scale_up_window = \"{up_w}s\"\nscale_down_window = \"{down_w}s\""
+        )));
+        let mut history: Vec<(SimTime, u32)> = Vec::new();
+        let mut now = 0u64;
+        for _ in 0..300 {
+            now += rng.random_range(0..4);
+            let (raw, current) = (rng.random_range(0..12u32), rng.random_range(0..12u32));
+            let t = secs(now);
+            let within = |at: SimTime, w: u64| now < w || at > secs(now - w);
+            let up = history
+                .iter()
+                .filter(|&&(at, _)| within(at, up_w))
+                .fold(raw, |m, &(_, r)| m.min(r));
+            let down = history
+                .iter()
+                .filter(|&&(at, _)| within(at, down_w))
+                .fold(raw, |m, &(_, r)| m.max(r));
+            assert_eq!(h.stabilise(t, current, raw), current.max(up).min(down));
+            history.push((t, raw));
+        }
+    }
+}
