@@ -81,10 +81,7 @@ impl Simulation {
             gate.waiting_since[w] = Some(now);
         }
         let at = gate.busy_until[g].max(now);
-        if gate.wake_at[g] != Some(at) {
-            gate.wake_at[g] = Some(at);
-            self.schedule_gpu_free(g, at);
-        }
+        self.wake_gpu_at(g, at);
         false
     }
 
@@ -102,8 +99,13 @@ impl Simulation {
         }
     }
 
-    fn schedule_gpu_free(&mut self, g: usize, at: SimTime) {
-        self.schedule(at, Class::StepDone, Event::GpuFree(g));
+    /// Queues a `GpuFree` for GPU `g` at `at`, unless its latest one is already there.
+    fn wake_gpu_at(&mut self, g: usize, at: SimTime) {
+        let gate = self.gpus.as_deref_mut().expect("shared GPUs");
+        if gate.wake_at[g] != Some(at) {
+            gate.wake_at[g] = Some(at);
+            self.schedule(at, Class::StepDone, Event::GpuFree(g));
+        }
     }
 
     /// GPU `g` may be free: start the engines waiting for it, first come first served, until one
@@ -122,21 +124,15 @@ impl Simulation {
             };
             if gate.busy_until[g] > self.now {
                 let at = gate.busy_until[g];
-                if gate.wake_at[g] != Some(at) {
-                    gate.wake_at[g] = Some(at);
-                    self.schedule_gpu_free(g, at);
-                }
+                self.wake_gpu_at(g, at);
                 return;
             }
-            if self.truth[f] != Truth::Up || self.workers[f].in_step() {
-                gate.waiting[g].pop_front();
-                gate.waiting_since[f] = None;
-                continue;
+            if self.truth[f] == Truth::Up && !self.workers[f].in_step() {
+                self.start_step(f);
             }
-            self.start_step(f);
             let gate = self.gpus.as_deref_mut().expect("still shared");
             if gate.waiting[g].front() == Some(&f) {
-                // Not started (no work after all): it no longer waits.
+                // Not started (down, already stepping, or no work after all): it no longer waits.
                 gate.waiting[g].pop_front();
                 gate.waiting_since[f] = None;
             }

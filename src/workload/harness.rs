@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::PositiveInt;
 use crate::metrics::bench::BenchDefinitions;
+use crate::workload::concurrency::ClientRules;
 use crate::workload::dist::{LengthDist, LengthSpec, Rounding};
 
 /// A benchmark client whose workload fleetsim reproduces.
@@ -156,14 +157,8 @@ pub struct HarnessRun {
     pub output_range: (u32, u32),
     /// The default request budget, if the harness has one.
     pub requests: Option<u32>,
-    /// Warm-up requests sent first (at most `clients` at a time), awaited and left out.
-    pub warmup_requests: u32,
-    /// Each client has its own share of the budget (GenAI-Perf's sender threads) instead of taking the
-    /// next request from a shared count.
-    pub per_client_quota: bool,
-    pub definitions: BenchDefinitions,
-    /// The server's `--max-num-seqs` in the harness's published runs, if it sets one.
-    pub max_num_seqs: Option<u32>,
+    /// Its warm-up, how its closed loop hands out requests, and its metric definitions.
+    pub client: ClientRules,
 }
 
 /// A length draw, its inclusive range, or `Err((option, message))`.
@@ -428,10 +423,11 @@ impl Harness {
             prompt_range,
             output_range,
             requests: self.default_requests(clients),
-            warmup_requests,
-            per_client_quota,
-            definitions,
-            max_num_seqs: self.max_num_seqs(clients),
+            client: ClientRules {
+                warmup_requests,
+                per_client_quota,
+                definitions,
+            },
         })
     }
 }
@@ -507,22 +503,22 @@ mod tests {
         assert_eq!(Harness::VllmBench.default_range_ratio(), 0.0);
         assert_eq!(Harness::InferenceMax.default_range_ratio(), 0.8);
         let run = |h: Harness, o: &HarnessOptions| h.run(1024, 128, 8, o).unwrap();
-        assert_eq!(run(Harness::VllmBench, &opts()).warmup_requests, 1);
-        assert_eq!(run(Harness::AiPerf, &opts()).warmup_requests, 0);
+        assert_eq!(run(Harness::VllmBench, &opts()).client.warmup_requests, 1);
+        assert_eq!(run(Harness::AiPerf, &opts()).client.warmup_requests, 0);
         let w = HarnessOptions {
             warmup_request_count: Some(4),
             ..opts()
         };
-        assert_eq!(run(Harness::GenAiPerf, &w).warmup_requests, 4);
-        assert!(run(Harness::GenAiPerf, &w).per_client_quota);
-        assert!(!run(Harness::AiPerf, &w).per_client_quota);
-        assert_eq!(run(Harness::Guidellm, &opts()).warmup_requests, 0);
+        assert_eq!(run(Harness::GenAiPerf, &w).client.warmup_requests, 4);
+        assert!(run(Harness::GenAiPerf, &w).client.per_client_quota);
+        assert!(!run(Harness::AiPerf, &w).client.per_client_quota);
+        assert_eq!(run(Harness::Guidellm, &opts()).client.warmup_requests, 0);
         assert_eq!(
-            run(Harness::Guidellm, &opts()).definitions,
+            run(Harness::Guidellm, &opts()).client.definitions,
             BenchDefinitions::Guidellm
         );
         assert_eq!(
-            run(Harness::AiPerf, &opts()).definitions,
+            run(Harness::AiPerf, &opts()).client.definitions,
             BenchDefinitions::PerRequestItl
         );
     }

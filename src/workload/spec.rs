@@ -595,11 +595,7 @@ impl WorkloadSpec {
             output: run.output,
             shared_prefix: None,
             frontend,
-            client: ClientRules {
-                warmup_requests: run.warmup_requests,
-                per_client_quota: run.per_client_quota,
-                definitions: run.definitions,
-            },
+            client: run.client,
         })
     }
 
