@@ -97,6 +97,42 @@ fn a_shared_gpu_idles_once() {
     );
 }
 
+/// An engine that crashes while it waits for its GPU loses its turn: when the GPU frees, the dead
+/// engine is passed over without stepping and leaves the queue, and once restarted it takes a free GPU
+/// at once (a later Qwen request's TTFT is its prefill alone, to the nanosecond).
+#[test]
+fn an_engine_that_dies_while_waiting_loses_its_turn() {
+    let text = format!(
+        "{SHARED}\n[[faults]]\nkind = \"crash\"\nworker = 1\nat = \"1001ms\"\nrestart_after = \"1s\"\n"
+    );
+    let s = scenario(&text);
+    let t0 = SimTime::ZERO + SimDuration::from_secs(1);
+    let p_llama = prefill(&s, 0, 2000);
+    assert!(
+        p_llama > SimDuration::from_millis(1),
+        "the crash falls in the wait"
+    );
+    let later = SimTime::ZERO + SimDuration::from_secs(10);
+    let requests = vec![
+        asking(request(0, t0, 1, 2000, 1), ModelId::Llama31_8b),
+        asking(request(1, t0, 2, 3000, 1), ModelId::Qwen3_8b),
+        asking(request(2, later, 3, 3000, 1), ModelId::Qwen3_8b),
+    ];
+    let (out, records) = run_with(&s, requests);
+    let records = records.lock().unwrap();
+    let first = |id: u64| {
+        let r = records.iter().find(|r| r.id == id).unwrap();
+        r.first_token.map(|t| t.since(r.arrival))
+    };
+    assert_eq!(first(0), Some(p_llama));
+    assert_eq!(first(2), Some(prefill(&s, 1, 3000)));
+    assert_eq!(
+        out.summary.workers[1].gpu_wait_s,
+        Some(0.0),
+        "a lost wait is not counted"
+    );
+}
+
 #[test]
 fn co_location_errors_name_the_group_and_field() {
     let err = |t: &str| {
