@@ -325,16 +325,24 @@ fn autoscaler() -> impl Strategy<Value = String> {
         1 => (
             0u32..3,
             1u32..6,
-            prop::sample::select(&["queue_depth", "running", "concurrency", "kv_utilization", "rps"][..]),
+            prop::sample::select(&["queue_depth", "running", "concurrency", "kv_utilization", "rps", "slo"][..]),
             number(&["0.5", "1.0", "4.0"]),
             span(&["500ms", "2s", "15s"]),
             span(&["0s", "1s", "5s"]),
             span(&["0s", "2s", "1m"]),
             span(&["0s", "1s", "30s"]),
         )
-            .prop_map(|(min, max, metric, target, interval, window, cold, grace)| format!(
-                "\n[autoscaler]\nmin_replicas = {min}\nmax_replicas = {max}\nmetric = \"{metric}\"\ntarget = {target}\ninterval = {interval}\nscale_down_window = {window}\nimage_pull = {cold}\nweight_load = \"1s\"\nwarmup = \"1s\"\ndrain_grace = {grace}\nscale_to_zero_grace = {grace}\n"
-            )),
+            .prop_map(|(min, max, metric, target, interval, window, cold, grace)| {
+                // The SLO planner has no per-replica target.
+                let target = if metric == "slo" {
+                    String::new()
+                } else {
+                    format!("target = {target}\n")
+                };
+                format!(
+                    "\n[autoscaler]\nmin_replicas = {min}\nmax_replicas = {max}\nmetric = \"{metric}\"\n{target}interval = {interval}\nscale_down_window = {window}\nimage_pull = {cold}\nweight_load = \"1s\"\nwarmup = \"1s\"\ndrain_grace = {grace}\nscale_to_zero_grace = {grace}\n"
+                )
+            }),
     ]
 }
 
@@ -379,10 +387,14 @@ fn autoscaled_models() -> impl Strategy<Value = String> {
             }
             t += "\n[router]\npolicy = \"least_outstanding\"\n";
             t += &scaler;
+            let slo = scaler.contains("metric = \"slo\"");
             for (name, min, max, _, target) in [&a, &b] {
                 t += &format!(
-                    "\n[autoscaler.models.\"{name}\"]\nmin_replicas = {min}\nmax_replicas = {max}\ntarget = {target}\n"
+                    "\n[autoscaler.models.\"{name}\"]\nmin_replicas = {min}\nmax_replicas = {max}\n"
                 );
+                if !slo {
+                    t += &format!("target = {target}\n");
+                }
             }
             for f in faults {
                 t += &f;

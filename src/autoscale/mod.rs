@@ -37,6 +37,9 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Fraction, NonNegative, Positive, PositiveInt};
 use crate::time::{SimDuration, SimTime};
 
+pub mod planner;
+pub use planner::{PlannerSpec, PredictorKind, SlaPlanner};
+
 /// What the autoscaler averages over the ready replicas and compares with `target`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -53,6 +56,9 @@ pub enum Metric {
     KvUtilization,
     /// Requests per second arriving at the gateway over the last interval, per replica (Knative's `rps`).
     Rps,
+    /// No metric target: an SLO planner sizes the deployment for its TTFT and ITL targets from the
+    /// predicted traffic and one replica's step model ([`planner`], after Dynamo's SLA planner).
+    Slo,
 }
 
 impl Metric {
@@ -64,6 +70,7 @@ impl Metric {
             Metric::Concurrency => "concurrency",
             Metric::KvUtilization => "kv_utilization",
             Metric::Rps => "rps",
+            Metric::Slo => "slo",
         }
     }
 }
@@ -81,12 +88,18 @@ pub struct AutoscalerSpec {
     pub max_replicas: PositiveInt,
     /// The metric scaled on.
     pub metric: Metric,
-    /// Its target value per replica (> 0; at most 1 for `kv_utilization`).
-    pub target: Positive,
+    /// Its target value per replica (> 0; at most 1 for `kv_utilization`); required for every metric but
+    /// `slo`, whose targets are `[autoscaler.planner]`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Positive>,
     /// Evaluation period: HPA's `--horizontal-pod-autoscaler-sync-period`, 15 s
-    /// (kubernetes/kubernetes@85643c0f:pkg/controller/podautoscaler/config/v1alpha1/defaults.go).
-    #[serde(default = "defaults::interval")]
-    pub interval: SimDuration,
+    /// (kubernetes/kubernetes@85643c0f:pkg/controller/podautoscaler/config/v1alpha1/defaults.go); with
+    /// `metric = "slo"`, Dynamo's `throughput_adjustment_interval`, 180 s (see [`planner`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<SimDuration>,
+    /// With `metric = "slo"`: the planner's targets and predictor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planner: Option<PlannerSpec>,
     /// Ratios within `1 ± tolerance` change nothing: `--horizontal-pod-autoscaler-tolerance`, 0.1 (same file).
     #[serde(default = "defaults::tolerance")]
     pub tolerance: Fraction,
@@ -212,9 +225,48 @@ impl AutoscalerSpec {
         if let Some(m) = self.models.get(model) {
             spec.min_replicas = m.min_replicas.unwrap_or(spec.min_replicas);
             spec.max_replicas = m.max_replicas.unwrap_or(spec.max_replicas);
-            spec.target = m.target.unwrap_or(spec.target);
+            spec.target = m.target.or(spec.target);
         }
         spec
+    }
+
+    /// The evaluation period: `interval`, else 15 s (HPA), or 180 s for the SLO planner.
+    pub fn interval(&self) -> SimDuration {
+        self.interval.unwrap_or(if self.metric == Metric::Slo {
+            SimDuration::from_secs(180)
+        } else {
+            defaults::interval()
+        })
+    }
+
+    /// The SLO planner's (TTFT, ITL) targets: `[autoscaler.planner]`'s, else Dynamo's defaults.
+    pub fn planner_targets(&self) -> (SimDuration, SimDuration) {
+        let p = self.planner.clone().unwrap_or_default();
+        (
+            p.ttft.unwrap_or(planner::DEFAULT_TTFT),
+            p.itl.unwrap_or(planner::DEFAULT_ITL),
+        )
+    }
+
+    /// With `metric = "slo"`: the planner's targets that `[autoscaler.planner]` leaves unset taken from
+    /// the scenario's `[slo]` (`ttft`, and `tpot` for the ITL).
+    pub fn with_slo_targets(
+        mut self,
+        ttft: Option<SimDuration>,
+        tpot: Option<SimDuration>,
+    ) -> Self {
+        if self.metric == Metric::Slo {
+            let mut p = self.planner.take().unwrap_or_default();
+            p.ttft = p.ttft.or(ttft);
+            p.itl = p.itl.or(tpot);
+            self.planner = Some(p);
+        }
+        self
+    }
+
+    /// The metric's target per replica (0 for `slo`, which has none; validation requires it otherwise).
+    pub fn target_value(&self) -> f64 {
+        self.target.map_or(0.0, |t| t.0)
     }
 
     /// [`AutoscalerSpec::validate`] for `model`'s deployment, an error named by its path under
@@ -249,14 +301,44 @@ impl AutoscalerSpec {
         let span = |d: SimDuration| {
             crate::config::check_span(d, SimDuration::from_millis(1), SimDuration::MAX_PARSED)
         };
-        span(self.interval).map_err(|m| ("interval", m))?;
+        span(self.interval()).map_err(|m| ("interval", m))?;
         span(self.scale_up_period).map_err(|m| ("scale_up_period", m))?;
-        if self.metric == Metric::KvUtilization && self.target.0 > 1.0 {
+        match (self.metric, self.target) {
+            (Metric::Slo, Some(_)) => {
+                return Err((
+                    "target",
+                    "metric = \"slo\" scales on the planner's TTFT and ITL targets \
+                     ([autoscaler.planner] ttft, itl): remove `target`"
+                        .into(),
+                ));
+            }
+            (Metric::Slo, None) => {}
+            (m, None) => {
+                return Err((
+                    "target",
+                    format!(
+                        "metric = \"{}\" needs a target value per replica",
+                        m.as_str()
+                    ),
+                ));
+            }
+            (Metric::KvUtilization, Some(t)) if t.0 > 1.0 => {
+                return Err((
+                    "target",
+                    format!(
+                        "kv_utilization is a fraction of the KV blocks: the target must be at most 1, got {}",
+                        t.0
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        if self.planner.is_some() && self.metric != Metric::Slo {
             return Err((
-                "target",
+                "planner",
                 format!(
-                    "kv_utilization is a fraction of the KV blocks: the target must be at most 1, got {}",
-                    self.target.0
+                    "[autoscaler.planner] is the SLO planner's: it needs metric = \"slo\", not \"{}\"",
+                    self.metric.as_str()
                 ),
             ));
         }
@@ -310,6 +392,24 @@ pub struct Observation {
     pub held: u64,
     /// Since when the fleet has been idle (nothing in flight or arriving), if it is.
     pub idle_since: Option<SimTime>,
+}
+
+/// `desired` kept at one replica while requests wait at the gateway, or while the fleet has not been
+/// idle for `scale_to_zero_grace` (Knative's rule for the last replica).
+pub fn keep_serving(spec: &AutoscalerSpec, now: SimTime, o: &Observation, desired: u32) -> u32 {
+    let mut desired = desired;
+    if desired == 0 && o.current > 0 {
+        let idle_long = o
+            .idle_since
+            .is_some_and(|t| now.since(t) >= spec.scale_to_zero_grace);
+        if !idle_long {
+            desired = 1;
+        }
+    }
+    if o.held > 0 {
+        desired = desired.max(1);
+    }
+    desired
 }
 
 /// One change of the replica count.
@@ -371,7 +471,7 @@ impl Hpa {
 
     /// The metric's raw recommendation (before stabilisation and limits).
     pub fn raw(&self, o: &Observation) -> u32 {
-        let target = self.spec.target.0;
+        let target = self.spec.target_value();
         let tol = self.spec.tolerance.0;
         let want = |total: f64| (total / target).ceil().min(f64::from(u32::MAX)) as u32;
         if o.ready == 0 {
@@ -403,18 +503,8 @@ impl Hpa {
     pub fn decide(&mut self, now: SimTime, o: &Observation) -> u32 {
         let raw = self.raw(o);
         let stabilised = self.stabilise(now, o.current, raw);
-        let mut desired = self.limit(now, o.current, stabilised);
-        if desired == 0 && o.current > 0 {
-            let idle_long = o
-                .idle_since
-                .is_some_and(|t| now.since(t) >= self.spec.scale_to_zero_grace);
-            if !idle_long {
-                desired = 1;
-            }
-        }
-        if o.held > 0 {
-            desired = desired.max(1);
-        }
+        let limited = self.limit(now, o.current, stabilised);
+        let desired = keep_serving(&self.spec, now, o, limited);
         if desired > o.current {
             self.scale_ups.push((now, desired - o.current));
         }

@@ -35,7 +35,7 @@ fn obs(current: u32, ready: u32, total: f64) -> Observation {
 fn defaults_are_the_hpa_s() {
     let s = spec("");
     assert_eq!(s.min_replicas, 1);
-    assert_eq!(s.interval, SimDuration::from_secs(15));
+    assert_eq!(s.interval(), SimDuration::from_secs(15));
     assert_eq!(s.tolerance, Fraction(0.1));
     assert_eq!(s.scale_up_window, SimDuration::ZERO);
     assert_eq!(s.scale_down_window, SimDuration::from_secs(300));
@@ -189,6 +189,43 @@ fn bad_bounds_and_spans_are_refused_by_field() {
         toml::from_str("max_replicas = 2\nmetric = \"kv_utilization\"\ntarget = 1.5").unwrap();
     assert_eq!(kv.validate().unwrap_err().0, "target");
     assert!(spec("").validate().is_ok());
+}
+
+/// `metric = "slo"` takes no target and a 180-s interval by default; every other metric needs a
+/// target and refuses `[autoscaler.planner]`; the planner's targets fall back to `[slo]`, then to
+/// Dynamo's 500 ms and 50 ms.
+#[test]
+fn the_slo_planner_s_settings_are_checked_and_defaulted() {
+    let parse = |t: &str| toml::from_str::<AutoscalerSpec>(t).unwrap();
+    let slo = parse("max_replicas = 4\nmetric = \"slo\"");
+    assert!(slo.validate().is_ok());
+    assert_eq!(slo.interval(), SimDuration::from_secs(180));
+    let ms = SimDuration::from_millis;
+    assert_eq!(slo.planner_targets(), (ms(500), ms(50)));
+    let from_slo = slo.clone().with_slo_targets(Some(ms(300)), Some(ms(40)));
+    assert_eq!(from_slo.planner_targets(), (ms(300), ms(40)));
+    let own = parse("max_replicas = 4\nmetric = \"slo\"\n[planner]\nitl = \"20ms\"")
+        .with_slo_targets(Some(ms(300)), Some(ms(40)));
+    assert_eq!(own.planner_targets(), (ms(300), ms(20)));
+    let (field, msg) = parse("max_replicas = 4\nmetric = \"slo\"\ntarget = 3.0")
+        .validate()
+        .unwrap_err();
+    assert!(field == "target" && msg.contains("remove"), "{msg}");
+    let (field, msg) = parse("max_replicas = 4\nmetric = \"rps\"")
+        .validate()
+        .unwrap_err();
+    assert!(field == "target" && msg.contains("rps"), "{msg}");
+    let (field, msg) =
+        parse("max_replicas = 4\nmetric = \"rps\"\ntarget = 1.0\n[planner]\nttft = \"1s\"")
+            .validate()
+            .unwrap_err();
+    assert!(field == "planner" && msg.contains("slo"), "{msg}");
+    let per_model =
+        parse("max_replicas = 4\nmetric = \"slo\"\n[models.\"qwen3-8b\"]\ntarget = 2.0");
+    assert_eq!(
+        per_model.validate_for("qwen3-8b").unwrap_err().0,
+        "models.\"qwen3-8b\".target"
+    );
 }
 
 #[test]

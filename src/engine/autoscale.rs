@@ -9,7 +9,7 @@
 //!
 //! Every evaluation (every `interval`) first releases failed replicas (an `Active` slot whose process is
 //! dead or hung: killed, its slot freed, as Kubernetes' kubelet and ReplicaSet controller would), then asks
-//! the HPA for the replica count, then reconciles: slots are started (lowest free slot first) or removed
+//! the HPA (or, with `metric = "slo"`, the SLO planner) for the replica count, then reconciles: slots are started (lowest free slot first) or removed
 //! (starting ones first, newest first; then the most recently ready) until the live slots (`Provisioning`
 //! and `Active`) equal the count. A failed replica thus comes back as a cold one: a replacement.
 //!
@@ -28,7 +28,10 @@ use std::ops::Range;
 
 use super::queue::Class;
 use super::{Event, Simulation, Truth};
-use crate::autoscale::{AutoscalerSpec, Change, ColdStart, Hpa, Metric, Observation};
+use crate::autoscale::planner::{EngineLimits, Traffic, step_shape};
+use crate::autoscale::{
+    AutoscalerSpec, Change, ColdStart, Hpa, Metric, Observation, SlaPlanner, keep_serving,
+};
 use crate::faults::Symptom;
 use crate::hardware::ModelId;
 use crate::metrics::replicas::{
@@ -88,7 +91,10 @@ struct Deployment {
     /// The model its requests name (`None`: a fleet of one deployment, which takes every request).
     model: Option<ModelId>,
     slots: Range<usize>,
-    hpa: Hpa,
+    scaler: Scaler,
+    /// Completed requests since the last evaluation: count, and sums of prompt, output and cached prompt
+    /// tokens (what the SLO planner observes).
+    completed: CompletedSince,
     /// The replica count the HPA asks for (the deployment's `spec.replicas`).
     replicas: u32,
     /// Requests waiting at the gateway for a ready replica, with when each was held.
@@ -107,6 +113,34 @@ struct Deployment {
     scale_downs: u64,
     replacements: u64,
     changes: Vec<Change>,
+}
+
+/// What decides a deployment's replica count.
+#[derive(Debug)]
+enum Scaler {
+    Hpa(Hpa),
+    Slo(SlaPlanner),
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct CompletedSince {
+    requests: u64,
+    prompt_tokens: u64,
+    output_tokens: u64,
+    cached_tokens: u64,
+}
+
+impl CompletedSince {
+    /// The interval's traffic as the SLO planner reads it (means over completed requests, NaN for none).
+    fn traffic(&self, arrivals: u64) -> Traffic {
+        let n = self.requests as f64;
+        Traffic {
+            requests: arrivals,
+            isl: self.prompt_tokens as f64 / n,
+            osl: self.output_tokens as f64 / n,
+            hit_rate: self.cached_tokens as f64 / self.prompt_tokens as f64,
+        }
+    }
 }
 
 /// The autoscaler's state during a run.
@@ -205,8 +239,17 @@ impl Simulation {
             .into_iter()
             .map(|(model, slots, setup)| {
                 let initial = (setup.initial as usize).min(slots.len()) as u32;
+                let scaler = if setup.spec.metric == Metric::Slo {
+                    Scaler::Slo(SlaPlanner::new(
+                        setup.spec.planner.clone().unwrap_or_default().predictor,
+                        setup.spec.planner_targets(),
+                    ))
+                } else {
+                    Scaler::Hpa(Hpa::new(setup.spec.clone()).seeded(initial, SimTime::ZERO))
+                };
                 Deployment {
-                    hpa: Hpa::new(setup.spec.clone()).seeded(initial, SimTime::ZERO),
+                    scaler,
+                    completed: CompletedSince::default(),
                     replicas: initial,
                     model: if several { model } else { None },
                     slots,
@@ -245,7 +288,7 @@ impl Simulation {
     /// Queues the first evaluation.
     pub(super) fn schedule_autoscale(&mut self) {
         if let Some(a) = &self.autoscale {
-            let at = SimTime::ZERO + a.spec().interval;
+            let at = SimTime::ZERO + a.spec().interval();
             self.schedule(at, Class::Gateway, Event::Autoscale);
         }
     }
@@ -260,13 +303,23 @@ impl Simulation {
         }
     }
 
-    /// A request ended (completed, failed or rejected): counted for its model's deployment.
-    pub(super) fn note_autoscale_finished(&mut self, seq: &Sequence) {
-        if let Some(a) = self.autoscale.as_deref_mut()
-            && a.deployments.len() > 1
-        {
+    /// A request ended (completed, failed or rejected): counted for its model's deployment, and a
+    /// completed one's lengths kept for the SLO planner.
+    pub(super) fn note_autoscale_finished(&mut self, seq: &Sequence, completed: bool) {
+        if let Some(a) = self.autoscale.as_deref_mut() {
             let d = a.deployment_of(seq);
-            a.deployments[d].finished += 1;
+            let several = a.deployments.len() > 1;
+            let dep = &mut a.deployments[d];
+            if several {
+                dep.finished += 1;
+            }
+            if completed {
+                let c = &mut dep.completed;
+                c.requests += 1;
+                c.prompt_tokens += u64::from(seq.request.prompt_tokens);
+                c.output_tokens += u64::from(seq.generated);
+                c.cached_tokens += u64::from(seq.cached_at_admission.unwrap_or(0));
+            }
         }
     }
 
@@ -283,11 +336,21 @@ impl Simulation {
         }
         let count = self.autoscale.as_ref().map_or(0, |a| a.deployments.len());
         for d in 0..count {
-            let o = self.observe(d);
+            let (o, arrivals) = self.observe(d);
             let now = self.now;
+            let planned = self.plan_for_slo(d, arrivals);
             let a = self.autoscale.as_mut().expect("an autoscaled run");
             let dep = &mut a.deployments[d];
-            let desired = dep.hpa.decide(now, &o);
+            let desired = match &mut dep.scaler {
+                Scaler::Hpa(hpa) => hpa.decide(now, &o),
+                Scaler::Slo(_) => {
+                    let spec = &dep.setup.spec;
+                    let bounded = planned
+                        .map_or(o.current, |r| r.max(spec.min_replicas))
+                        .clamp(spec.min_replicas, spec.max_replicas.0);
+                    keep_serving(spec, now, &o, bounded)
+                }
+            };
             if desired != dep.replicas {
                 if desired > dep.replicas {
                     dep.scale_ups += 1;
@@ -304,12 +367,42 @@ impl Simulation {
             self.reconcile(d);
         }
         let a = self.autoscale.as_ref().expect("an autoscaled run");
-        let next = self.now + a.spec().interval;
+        let next = self.now + a.spec().interval();
         self.schedule(next, Class::Gateway, Event::Autoscale);
     }
 
-    /// What deployment `d`'s HPA sees now (its workers settled by the caller).
-    fn observe(&mut self, d: usize) -> Observation {
+    /// With the SLO planner: its replica count for deployment `d` from the interval's `arrivals` and
+    /// completions (which it then forgets), sized on the deployment's first replica's engine; `None`
+    /// when it cannot size one (or `d` scales on a metric).
+    fn plan_for_slo(&mut self, d: usize, arrivals: u64) -> Option<u32> {
+        let a = self.autoscale.as_deref_mut().expect("an autoscaled run");
+        let dep = &mut a.deployments[d];
+        let completed = std::mem::take(&mut dep.completed);
+        let Scaler::Slo(planner) = &mut dep.scaler else {
+            return None;
+        };
+        let worker = &self.workers[dep.slots.start];
+        let limits = EngineLimits {
+            max_num_batched_tokens: worker.params.max_num_batched_tokens,
+            max_num_seqs: worker.params.max_num_seqs,
+            kv_tokens: u64::from(worker.pool.total()) * u64::from(worker.params.block_size),
+        };
+        let perf = &worker.perf;
+        let step = |prefill: f64, decodes: u64, ctx: f64| {
+            perf.step_time(&step_shape(prefill, decodes, ctx))
+                .as_secs_f64()
+        };
+        planner.replicas(
+            &completed.traffic(arrivals),
+            dep.setup.spec.interval(),
+            limits,
+            &step,
+        )
+    }
+
+    /// What deployment `d`'s HPA sees now (its workers settled by the caller), and the requests that
+    /// arrived since the last evaluation.
+    fn observe(&mut self, d: usize) -> (Observation, u64) {
         let (fleet_arrived, fleet_finished) = (self.collector.arrived, self.collector.finished());
         let a = self.autoscale.as_mut().expect("an autoscaled run");
         let several = a.deployments.len() > 1;
@@ -329,7 +422,7 @@ impl Simulation {
         };
         let held = dep.held.len() as u64;
         let metric = dep.setup.spec.metric;
-        let interval_s = dep.setup.spec.interval.as_secs_f64();
+        let interval_s = dep.setup.spec.interval().as_secs_f64();
         let (mut ready, mut starting, mut total) = (0u32, 0u32, 0.0f64);
         for w in dep.slots.clone() {
             match a.slots[w] {
@@ -342,7 +435,7 @@ impl Simulation {
                         Metric::Running => f64::from(snap.running),
                         Metric::Concurrency => f64::from(snap.outstanding),
                         Metric::KvUtilization => snap.kv_utilization,
-                        Metric::Rps => 0.0,
+                        Metric::Rps | Metric::Slo => 0.0,
                     };
                 }
                 Slot::Active { .. } => starting += 1,
@@ -352,16 +445,17 @@ impl Simulation {
         match metric {
             Metric::QueueDepth | Metric::Concurrency => total += held as f64,
             Metric::Rps => total = new_arrivals as f64 / interval_s,
-            Metric::Running | Metric::KvUtilization => {}
+            Metric::Running | Metric::KvUtilization | Metric::Slo => {}
         }
-        Observation {
+        let o = Observation {
             current: dep.replicas,
             ready,
             starting,
             total,
             held,
             idle_since: dep.idle_since,
-        }
+        };
+        (o, new_arrivals)
     }
 
     /// Frees the slots of replicas whose process died or hung (a hung one is killed: its requests are
@@ -717,7 +811,9 @@ impl Simulation {
         Some(AutoscaleSummary {
             model: None,
             metric: spec.metric.as_str().to_string(),
-            target: spec.target.0,
+            target: spec.target.map(|t| t.0),
+            planner_ttft_ms: slo_ms(spec).map(|t| t.0),
+            planner_itl_ms: slo_ms(spec).map(|t| t.1),
             min_replicas: models.iter().map(|m| m.min_replicas).sum(),
             max_replicas: models.iter().map(|m| m.max_replicas).sum(),
             initial_replicas: models.iter().map(|m| m.initial_replicas).sum(),
@@ -752,6 +848,14 @@ impl Simulation {
     }
 }
 
+/// The SLO planner's (TTFT, ITL) targets in ms, if the deployment has one.
+fn slo_ms(spec: &AutoscalerSpec) -> Option<(f64, f64)> {
+    (spec.metric == Metric::Slo).then(|| {
+        let (ttft, itl) = spec.planner_targets();
+        (ttft.as_secs_f64() * 1e3, itl.as_secs_f64() * 1e3)
+    })
+}
+
 /// One deployment's block, from its replica log.
 fn deployment_summary(d: &Deployment, log: &ReplicaLog, end: SimTime) -> AutoscaleSummary {
     let s = &d.setup;
@@ -764,7 +868,9 @@ fn deployment_summary(d: &Deployment, log: &ReplicaLog, end: SimTime) -> Autosca
     AutoscaleSummary {
         model: d.model.map(|m| m.as_str().to_string()),
         metric: s.spec.metric.as_str().to_string(),
-        target: s.spec.target.0,
+        target: s.spec.target.map(|t| t.0),
+        planner_ttft_ms: slo_ms(&s.spec).map(|t| t.0),
+        planner_itl_ms: slo_ms(&s.spec).map(|t| t.1),
         min_replicas: s.spec.min_replicas,
         max_replicas: s.spec.max_replicas.0,
         initial_replicas: s.initial,

@@ -335,3 +335,64 @@ min_replicas = 0
         (1, 1)
     );
 }
+
+/// The SLO planner at its evaluations (every 10 s): at 10 s it sees the interval's arrivals (a steady 2.5 engines'
+/// worth) and the lengths of the requests that completed, and asks for ⌈demand / one engine's rate at
+/// the targets⌉ = 3 replicas at once (no tolerance, window or rate limit); at 20 s nothing arrived, so
+/// it asks for its floor, 1, and nothing changes after.
+#[test]
+fn the_slo_planner_sizes_for_the_predicted_rate() {
+    use crate::autoscale::planner::{EngineLimits, best_operating_point, step_shape};
+    let (probe, _) = simulation(1, Vec::new());
+    let w = &probe.workers[0];
+    let limits = EngineLimits {
+        max_num_batched_tokens: w.params.max_num_batched_tokens,
+        max_num_seqs: w.params.max_num_seqs,
+        kv_tokens: u64::from(w.pool.total()) * u64::from(w.params.block_size),
+    };
+    let targets = (SimDuration::from_millis(500), SimDuration::from_millis(50));
+    let step = |p: f64, b: u64, c: f64| w.perf.step_time(&step_shape(p, b, c)).as_secs_f64();
+    let point = best_operating_point(200.0, 200.0, 0.0, limits, targets, &step).unwrap();
+    let rate = 2.5 * point.engine_rps;
+    let n = (rate * 9.9) as u64;
+    let requests = (0..n)
+        .map(|i| request(i, secs(9.9 * i as f64 / n as f64), i + 1, 200, 200))
+        .collect();
+    let spec: AutoscalerSpec = toml::from_str(
+        "max_replicas = 4\nmetric = \"slo\"\ninterval = \"10s\"\nimage_pull = \"10s\"\n\
+         weight_load = \"5s\"\nwarmup = \"7s\"\n[planner]\nttft = \"500ms\"\nitl = \"50ms\"\n",
+    )
+    .unwrap();
+    spec.validate().unwrap();
+    let (mut sim, records) = simulation(4, requests);
+    sim.set_faults(
+        FaultPlan::scheduled(Vec::new()),
+        GatewaySpec::default(),
+        Vec::new(),
+    );
+    sim.set_autoscaler(AutoscaleSetup {
+        cold_start: spec.cold_start(0.0, &crate::faults::RestartSpec::default()),
+        spec,
+        initial: 1,
+        gpus_per_replica: 1,
+        usd_per_gpu_hour: None,
+    });
+    let out = sim.run(&mut |_| {});
+    assert_eq!(out.collector.completed, n);
+    let done_by_10 = records
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.finished <= secs(10.0))
+        .count();
+    assert!(done_by_10 > 0 && (done_by_10 as u64) < n, "{done_by_10}");
+    let a = out.summary.autoscaler.as_ref().unwrap();
+    let changes: Vec<_> = a.changes.iter().map(|c| (c.at_s, c.from, c.to)).collect();
+    let want = (n as f64 / 10.0 / point.engine_rps).ceil() as u32;
+    assert_eq!(want, 3);
+    assert_eq!(changes, [(10.0, 1, want), (20.0, want, 1)]);
+    assert_eq!(
+        (a.target, a.planner_ttft_ms, a.planner_itl_ms),
+        (None, Some(500.0), Some(50.0))
+    );
+}

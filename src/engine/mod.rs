@@ -370,7 +370,9 @@ impl Simulation {
             let mut first = 0;
             for g in &s.workers {
                 let slots = s.group_slots(g) as usize;
-                let own = spec.for_model(g.model.as_str());
+                let own = spec
+                    .for_model(g.model.as_str())
+                    .with_slo_targets(s.slo.ttft, s.slo.tpot);
                 let weights = g.perf().weight_bytes_per_gpu() * f64::from(g.tp.0);
                 deployments.push(ModelDeployment {
                     model: g.model,
@@ -1337,7 +1339,7 @@ impl Simulation {
             record.id,
             record.first_token.map(|f| f.since(record.arrival)),
         );
-        self.note_autoscale_finished(&seq);
+        self.note_autoscale_finished(&seq, completed);
         let t = self.prof.start();
         self.collector.on_finished(&record);
         if let Some(log) = &mut self.request_log {

@@ -77,7 +77,14 @@ pub struct AutoscaleSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     pub metric: String,
-    pub target: f64,
+    /// The metric's target per replica (none for `slo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<f64>,
+    /// With `metric = "slo"`: the planner's TTFT and ITL targets, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planner_ttft_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planner_itl_ms: Option<f64>,
     pub min_replicas: u32,
     pub max_replicas: u32,
     /// Replicas at t = 0 (the worker group's `count`).
@@ -192,6 +199,17 @@ impl SloAttainment {
             },
             worst: r(worst),
             worst_at_s: worst_at,
+        }
+    }
+}
+
+impl AutoscaleSummary {
+    /// The target as a reader sees it: the metric's value, or the SLO planner's TTFT and ITL.
+    pub fn target_text(&self) -> String {
+        match (self.target, self.planner_ttft_ms, self.planner_itl_ms) {
+            (Some(t), ..) => format!("{t}"),
+            (None, Some(ttft), Some(itl)) => format!("TTFT {ttft} ms, ITL {itl} ms"),
+            _ => "–".to_string(),
         }
     }
 }

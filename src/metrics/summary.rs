@@ -1040,7 +1040,10 @@ impl Summary {
                 &mut o,
                 "Autoscaler",
                 &[
-                    ("metric / target", format!("{} / {}", a.metric, a.target)),
+                    (
+                        "metric / target",
+                        format!("{} / {}", a.metric, a.target_text()),
+                    ),
                     (
                         "replicas: peak / mean / final",
                         format!(
@@ -1091,7 +1094,7 @@ impl Summary {
                         o,
                         "| {} | {} | {}–{} | {} / {:.2} / {} | {} / {} / {} | {:.1} s | {:.3} | {} | {} (max {:.1} s) |",
                         m.model.as_deref().unwrap_or("–"),
-                        m.target,
+                        m.target_text(),
                         m.min_replicas,
                         m.max_replicas,
                         m.replicas_peak,

@@ -586,3 +586,34 @@ fn compare_shows_autoscaler_rows_only_for_an_autoscaled_fleet() {
         assert!(!md.contains(&format!("| {k} ")), "{k} shown\n{md}");
     }
 }
+
+/// The SLO planner's run, as a user reads it: its targets (from the scenario's `[slo]`) in
+/// `summary.json` and `summary.md`, no per-replica target, and replica changes only at its 180-s
+/// adjustments.
+#[test]
+fn the_slo_planner_reports_its_targets_and_adjusts_every_180_s() {
+    let tmp = TempDir::new("results-slo-planner");
+    let dir = tmp.path("out");
+    fleetsim()
+        .args(["run", "--quiet", "--set", "duration=\"12m\"", "--out"])
+        .arg(&dir)
+        .arg(scenario_path("autoscale-diurnal-slo.toml"))
+        .assert()
+        .success();
+    let summary = json(&dir.join("summary.json"));
+    let a = &summary["autoscaler"];
+    assert_eq!(a["metric"], "slo");
+    assert!(a.get("target").is_none(), "{a}");
+    assert_eq!(
+        (a["planner_ttft_ms"].as_f64(), a["planner_itl_ms"].as_f64()),
+        (Some(500.0), Some(50.0))
+    );
+    let changes = a["changes"].as_array().unwrap();
+    assert!(!changes.is_empty(), "{a}");
+    for c in changes {
+        let at = c["at_s"].as_f64().unwrap();
+        assert!(at > 0.0 && at % 180.0 == 0.0, "a change at {at} s");
+    }
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(md.contains("| slo / TTFT 500 ms, ITL 50 ms |"), "{md}");
+}
