@@ -200,6 +200,10 @@ pub struct WorkerGroup {
     /// engine with its own `gpu_memory_utilization` share ([`crate::placement::colocation`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub colocate: Option<String>,
+    /// Each worker runs on this MIG slice of its GPU (`"3g.40gb"`: [`crate::hardware::mig`]), at TP 1;
+    /// with `colocate`, the slices of the label's groups share each GPU and step at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<String>,
 }
 
 fn one() -> PositiveInt {
@@ -255,8 +259,15 @@ impl WorkerGroup {
             prefill_workers: 0,
             node: None,
             colocate: None,
+            mig: None,
             lora: None,
         }
+    }
+
+    /// The MIG slice each worker runs on, if `mig` names one of its GPU's profiles.
+    pub fn mig_profile(&self) -> Option<crate::hardware::mig::MigProfile> {
+        let name = self.mig.as_deref()?;
+        crate::hardware::mig::MigProfile::parse(self.gpu, name).ok()
     }
 
     /// Whether the group's workers serve `m` or may load it.
@@ -278,6 +289,15 @@ impl WorkerGroup {
     /// The step-time model of each worker in the group: from its profile file if it names one, else the
     /// built-in calibrated profile (or the nearest, spec-scaled).
     pub fn perf(&self) -> PerfModel {
+        let perf = self.whole_gpu_perf();
+        match self.mig_profile() {
+            Some(slice) => perf.on_mig(slice),
+            None => perf,
+        }
+    }
+
+    /// [`WorkerGroup::perf`] on the whole GPU.
+    fn whole_gpu_perf(&self) -> PerfModel {
         let perf = match &self.loaded_profile {
             Some((name, p)) => PerfModel::from_profile(p, name.clone()),
             None => PerfModel::calibrated(self.gpu, self.model, self.tp.0, self.precision),
@@ -478,6 +498,19 @@ impl Scenario {
                     at("gpu_memory_utilization"),
                     "must be greater than 0".into(),
                 ));
+            }
+            if let Some(name) = g.mig.as_deref() {
+                crate::hardware::mig::MigProfile::parse(g.gpu, name).map_err(|m| (at("mig"), m))?;
+                if g.tp.0 != 1 {
+                    return Err((
+                        at("tp"),
+                        format!(
+                            "an engine on a MIG slice runs at tp = 1 (slices have no NVLink peer \
+                             access), got {}",
+                            g.tp.0
+                        ),
+                    ));
+                }
             }
             let blocks = g.kv_blocks().map_err(|m| {
                 let field = if m.starts_with("block_size") {
@@ -1193,7 +1226,10 @@ fn apply_gpu_engine_defaults(scenario: &mut Scenario, text: &str, overrides: &[S
                 .and_then(toml::Value::as_table)
                 .is_some_and(|t| t.contains_key(key))
         };
-        let d = crate::hardware::memory::vllm_server_defaults(g.gpu);
+        let memory = g.mig_profile().map_or(g.gpu.spec().memory_bytes, |m| {
+            g.gpu.spec().memory_bytes * m.memory_fraction()
+        });
+        let d = crate::hardware::memory::vllm_server_defaults_with(g.gpu, memory);
         if !set("max_num_batched_tokens") {
             g.max_num_batched_tokens = PositiveInt(d.max_num_batched_tokens);
         }

@@ -478,10 +478,12 @@ fn benchmark() -> impl Strategy<Value = String> {
         })
 }
 
-/// Two or three groups sharing their GPUs (`colocate`), each serving its own model, with a mix of
-/// traffic for the models, sometimes swaps, a router and faults.
+/// Two or three groups sharing their GPUs (`colocate`), each serving its own model, taking turns or on
+/// MIG slices (whose sums may not fit: such fleets are refused and skipped), with a mix of traffic for
+/// the models, sometimes swaps, a router and faults.
 fn colocated() -> impl Strategy<Value = String> {
     const MODELS: [&str; 3] = ["llama-3.1-8b", "qwen3-8b", "mistral-7b"];
+    let slice = prop::sample::select(&["1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb"][..]);
     (
         2usize..4,
         1u32..4,
@@ -490,16 +492,20 @@ fn colocated() -> impl Strategy<Value = String> {
         any::<bool>(),
         prop::sample::select(&["round_robin", "least_outstanding", "prefix_aware", "llm_d"][..]),
         prop::collection::vec(fault(9), 0..3),
+        prop::option::of(prop::collection::vec(slice, 3)),
         0..i64::MAX as u64,
     )
-        .prop_map(|(groups, count, share, rates, swaps, policy, faults, seed)| {
+        .prop_map(|(groups, count, share, rates, swaps, policy, faults, mig, seed)| {
             let mut t = format!(
                 "name = \"fuzz-colocated\"\nseed = {seed}\nduration = \"20s\"\nmax_requests = 80\n"
             );
-            for m in &MODELS[..groups] {
+            for (i, m) in MODELS[..groups].iter().enumerate() {
                 t += &format!(
                     "\n[[workers]]\ncount = {count}\ngpu = \"h100\"\nmodel = \"{m}\"\nprecision = \"fp8\"\ngpu_memory_utilization = {share}\ncolocate = \"shared\"\n"
                 );
+                if let Some(slices) = &mig {
+                    t += &format!("mig = \"{}\"\n", slices[i]);
+                }
                 if swaps {
                     let others: Vec<String> = MODELS
                         .iter()

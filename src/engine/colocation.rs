@@ -46,9 +46,9 @@ impl GpuGate {
         }
     }
 
-    /// Whether `w` shares its GPU.
+    /// Whether `w` takes turns for its GPU (MIG slices do not).
     pub(super) fn shares(&self, w: usize) -> bool {
-        self.shared.gpu_of[w].is_some()
+        self.shared.time_shared(w)
     }
 }
 
@@ -60,7 +60,7 @@ impl Simulation {
         let Some(gate) = self.gpus.as_deref_mut() else {
             return true;
         };
-        let Some(g) = gate.shared.gpu_of[w] else {
+        let Some(g) = gate.shared.gpu_of[w].filter(|_| gate.shares(w)) else {
             return true;
         };
         if self.workers[w].outstanding() == 0 {
@@ -89,6 +89,7 @@ impl Simulation {
     pub(super) fn gpu_held_until(&mut self, w: usize, end: SimTime) {
         let now = self.now;
         if let Some(gate) = self.gpus.as_deref_mut()
+            && gate.shares(w)
             && let Some(g) = gate.shared.gpu_of[w]
         {
             debug_assert!(

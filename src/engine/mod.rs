@@ -1408,6 +1408,11 @@ impl Simulation {
                     .as_ref()
                     .filter(|g| g.shares(w.id))
                     .map(|g| round(g.wait_ns[w.id] as f64 / 1e9, 9)),
+                mig: w.perf.mig.map(|m| {
+                    let names = crate::hardware::mig::MigProfile::names(w.perf.gpu);
+                    let i = crate::hardware::mig::MigProfile::index(m);
+                    names[i].clone()
+                }),
             })
             .collect();
         self.collector.finish_warmup();
@@ -1560,6 +1565,23 @@ impl Simulation {
     fn energy_j(&self, w: usize) -> f64 {
         let worker = &self.workers[w];
         let billed = self.billed_s(w, self.now);
+        if let Some(slice) = worker.perf.mig {
+            // Its slice's share of the GPU's power; the host also idles the slices no engine holds.
+            let power = PowerModel::of(worker.perf.gpu);
+            let own = slice.compute_fraction()
+                * power.worker_energy_j(1, worker.busy_energy_j, worker.busy.as_secs_f64(), billed);
+            let gate = self.gpus.as_ref().expect("MIG engines are placed");
+            let gpu = gate.shared.gpu_of[w].expect("on a GPU");
+            if !gate.shared.is_host(w) {
+                return own;
+            }
+            let held: f64 = gate.shared.engines[gpu]
+                .iter()
+                .filter_map(|&e| self.workers[e].perf.mig)
+                .map(|m| m.compute_fraction())
+                .sum();
+            return own + (1.0 - held).max(0.0) * power.idle_w * billed;
+        }
         let busy_s = match self.gpus.as_ref().and_then(|g| {
             g.shared.gpu_of[w].map(|gpu| (g.shared.is_host(w), &g.shared.engines[gpu]))
         }) {

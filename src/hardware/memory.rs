@@ -32,8 +32,14 @@ pub struct EngineDefaults {
 /// sequences; elsewhere 2,048 tokens and 256 sequences. (The offline `LLM` class uses 16,384 / 1,024
 /// and 8,192 / 256; a benchmark against `vllm serve` sees the server's.)
 pub fn vllm_server_defaults(gpu: GpuId) -> EngineDefaults {
+    vllm_server_defaults_with(gpu, gpu.spec().memory_bytes)
+}
+
+/// [`vllm_server_defaults`] for a device of `memory_bytes` on `gpu` (a MIG slice reports its own
+/// memory to vLLM, so a slice under 70 GiB gets the small defaults).
+pub fn vllm_server_defaults_with(gpu: GpuId, memory_bytes: f64) -> EngineDefaults {
     let spec = gpu.spec();
-    let large = spec.memory_bytes >= 70.0 * GIB && !spec.name.to_lowercase().contains("a100");
+    let large = memory_bytes >= 70.0 * GIB && !spec.name.to_lowercase().contains("a100");
     if large {
         EngineDefaults {
             max_num_batched_tokens: 8192,

@@ -3,6 +3,7 @@
 pub mod fp8;
 pub mod gpu;
 pub mod memory;
+pub mod mig;
 pub mod model;
 pub mod perf;
 pub mod power;

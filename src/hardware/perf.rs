@@ -272,6 +272,8 @@ pub struct PerfModel {
     pub eff: Efficiency,
     /// Where `eff` comes from.
     pub provenance: Provenance,
+    /// The MIG slice the engine runs on, if any ([`PerfModel::on_mig`]).
+    pub mig: Option<super::mig::MigProfile>,
     // Derived once; all per GPU.
     peak_flops: f64,
     /// Attention's tensor peak: BF16 whatever the weights' precision (vLLM computes attention in BF16 with
@@ -313,6 +315,7 @@ impl PerfModel {
             kv_dtype: precision,
             eff,
             provenance: Provenance::defaults(),
+            mig: None,
             peak_flops: peak,
             attn_peak_flops: g.bf16_flops,
             mem_bw: g.memory_bw,
@@ -378,6 +381,25 @@ impl PerfModel {
             * f64::from(m.head_dim)
             * kv.bytes();
         self
+    }
+
+    /// The same replica on MIG slice `mig` of its GPU: tensor peaks × the slice's SM fraction, memory
+    /// bandwidth × its memory fraction ([`super::mig`]); memory follows in [`PerfModel::memory_bytes`].
+    pub fn on_mig(mut self, mig: super::mig::MigProfile) -> Self {
+        debug_assert!(
+            self.mig.is_none() && self.tp == 1,
+            "a slice runs one engine at TP 1"
+        );
+        self.peak_flops *= mig.compute_fraction();
+        self.attn_peak_flops *= mig.compute_fraction();
+        self.mem_bw *= mig.memory_fraction();
+        self.mig = Some(mig);
+        self
+    }
+
+    /// Memory of each GPU the replica runs on (its MIG slice's, on a slice), bytes.
+    pub fn memory_bytes(&self) -> f64 {
+        self.gpu.spec().memory_bytes * self.mig.map_or(1.0, |m| m.memory_fraction())
     }
 
     /// The same replica with the attention kernels' efficiencies (tensor and KV bandwidth) of

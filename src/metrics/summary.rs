@@ -563,6 +563,9 @@ pub struct WorkerSummary {
     /// Seconds this engine's steps waited for its shared GPU while another engine stepped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_wait_s: Option<f64>,
+    /// The MIG slice the engine runs on (`3g.40gb`); absent on a whole GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -970,8 +973,9 @@ impl Summary {
             } else {
                 format!(", KV {}", w.kv_cache_dtype)
             };
-            let shared = match (w.shared_gpu, w.gpu_wait_s) {
-                (Some(g), Some(wait)) => format!(", shares GPU {g} (waited {wait:.1} s)"),
+            let shared = match (w.shared_gpu, w.gpu_wait_s, &w.mig) {
+                (Some(g), Some(wait), _) => format!(", shares GPU {g} (waited {wait:.1} s)"),
+                (Some(g), None, Some(slice)) => format!(", MIG {slice} of GPU {g}"),
                 _ => String::new(),
             };
             let _ = writeln!(

@@ -17,8 +17,15 @@
 //! - **Faults.** Each engine is its own process: a crash or hang of one leaves the others running; a
 //!   fault on a failure domain takes every engine in it.
 //!
-//! Invariants: at most one step runs on a GPU at any instant; an engine that waits for its GPU is
-//! started before any engine that began to wait later.
+//! **MIG.** Groups whose label's groups all name a MIG slice (`mig`) share each GPU as MIG instances
+//! instead ([`crate::hardware::mig`]): each engine has its own SMs, memory and bandwidth, so they step
+//! at once with no turns; the slices must fit the GPU (at most 7 compute and 8 memory slices), and each
+//! engine's `gpu_memory_utilization` is a share of its slice. Power: each engine draws its slice's
+//! share (compute slices / 7) of the GPU's power model at its own utilisation, and the host is charged
+//! the idle power of the slices no engine holds.
+//!
+//! Invariants: at most one step runs on a time-shared GPU at any instant; an engine that waits for its
+//! GPU is started before any engine that began to wait later.
 
 use crate::scenario::Scenario;
 
@@ -29,12 +36,17 @@ pub struct SharedGpus {
     pub gpu_of: Vec<Option<usize>>,
     /// Per shared GPU: its engines' worker ids, the host first.
     pub engines: Vec<Vec<usize>>,
+    /// Per shared GPU: whether its engines are on MIG slices (they step at once, with no turns).
+    pub concurrent: Vec<bool>,
 }
 
 impl SharedGpus {
     /// The shared GPUs of a validated scenario, or `None` when no group is co-located.
     pub fn of(s: &Scenario) -> Option<Self> {
-        if s.workers.iter().all(|g| g.colocate.is_none()) {
+        if s.workers
+            .iter()
+            .all(|g| g.colocate.is_none() && g.mig.is_none())
+        {
             return None;
         }
         let mut first = Vec::with_capacity(s.workers.len());
@@ -45,9 +57,18 @@ impl SharedGpus {
         }
         let mut gpu_of = vec![None; n];
         let mut engines: Vec<Vec<usize>> = Vec::new();
+        let mut concurrent = Vec::new();
         let mut seen: Vec<&str> = Vec::new();
         for (i, g) in s.workers.iter().enumerate() {
             let Some(label) = g.colocate.as_deref() else {
+                // A slice of a GPU of its own: a GPU of one engine, for its power.
+                if g.mig.is_some() {
+                    for k in 0..s.group_slots(g) as usize {
+                        gpu_of[first[i] + k] = Some(engines.len());
+                        engines.push(vec![first[i] + k]);
+                        concurrent.push(true);
+                    }
+                }
                 continue;
             };
             if seen.contains(&label) {
@@ -65,9 +86,19 @@ impl SharedGpus {
                     }
                 }
                 engines.push(on_gpu);
+                concurrent.push(g.mig.is_some());
             }
         }
-        Some(SharedGpus { gpu_of, engines })
+        Some(SharedGpus {
+            gpu_of,
+            engines,
+            concurrent,
+        })
+    }
+
+    /// Whether `w` takes turns with other engines for its GPU (co-located without MIG).
+    pub fn time_shared(&self, w: usize) -> bool {
+        self.gpu_of[w].is_some_and(|g| !self.concurrent[g])
     }
 
     /// Whether `w` is the engine its GPU's idle power is charged to (every worker that shares no GPU
@@ -127,8 +158,35 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
                 ),
             ));
         }
+        let mig = g.mig.is_some();
         let mut share = 0.0;
+        let (mut compute, mut memory) = (0, 0);
         for &(j, h) in &members {
+            if h.mig.is_some() != mig {
+                let (with, without) = if mig { (i, j) } else { (j, i) };
+                return Err((
+                    format!("workers[{without}].mig"),
+                    format!(
+                        "co-located with workers[{with}] (`{label}`), which runs on a MIG slice: the \
+                         engines of one GPU are all on MIG slices or all time-share it"
+                    ),
+                ));
+            }
+            if let Some(p) = h.mig_profile() {
+                compute += p.compute;
+                memory += p.memory;
+                if compute > crate::hardware::mig::MigProfile::COMPUTE_SLICES
+                    || memory > crate::hardware::mig::MigProfile::MEMORY_SLICES
+                {
+                    return Err((
+                        format!("workers[{j}].mig"),
+                        format!(
+                            "the MIG slices co-located as `{label}` take {compute} compute and \
+                             {memory} memory slices of each GPU: a GPU has 7 and 8"
+                        ),
+                    ));
+                }
+            }
             let same = |f: &str, ok: bool, what: String| {
                 if ok {
                     Ok(())
@@ -154,7 +212,7 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
             same("tp", h.tp == g.tp, format!("{} against {}", h.tp.0, g.tp.0))?;
             share += h.gpu_memory_utilization.0;
         }
-        if share > 1.0 + 1e-9 {
+        if !mig && share > 1.0 + 1e-9 {
             let last = members.last().expect("two or more").0;
             return Err((
                 format!("workers[{last}].gpu_memory_utilization"),

@@ -82,8 +82,7 @@ pub fn activation_reserve_bytes(perf: &PerfModel, params: &EngineParams) -> f64 
 
 /// KV blocks that fit on each GPU of the replica, or why none do.
 pub fn kv_capacity_blocks(perf: &PerfModel, params: &EngineParams) -> Result<u32, String> {
-    let gpu = perf.gpu.spec();
-    let budget = params.gpu_memory_utilization * gpu.memory_bytes
+    let budget = params.gpu_memory_utilization * perf.memory_bytes()
         - perf.weight_bytes_per_gpu()
         - activation_reserve_bytes(perf, params);
     let block_bytes = perf.kv_bytes_per_token_per_gpu() * f64::from(params.block_size);
