@@ -14,7 +14,7 @@ use crate::metrics::timeseries::MetricsSpec;
 use crate::routing::RouterSpec;
 use crate::time::SimDuration;
 use crate::time::SimTime;
-use crate::worker::{EngineParams, kv_capacity_blocks};
+use crate::worker::EngineParams;
 use crate::workload::WorkloadSpec;
 
 /// A scenario that could not be loaded: where, and what is wrong.
@@ -347,10 +347,26 @@ impl WorkerGroup {
     }
 
     /// KV blocks per worker.
+    /// GPU memory per GPU the group's LoRA slots reserve (0 without `[workers.lora]`).
+    pub fn lora_reserve_bytes(&self) -> f64 {
+        self.lora.as_ref().map_or(0.0, |l| {
+            crate::lora::slot_buffer_bytes_per_gpu(
+                self.model,
+                l.max_loras.0,
+                l.max_lora_rank.0,
+                self.tp.0,
+            )
+        })
+    }
+
     pub fn kv_blocks(&self) -> Result<u32, String> {
         match self.kv_blocks {
             Some(b) => Ok(b.0),
-            None => kv_capacity_blocks(&self.perf(), &self.engine()),
+            None => crate::worker::kv_capacity_blocks_reserving(
+                &self.perf(),
+                &self.engine(),
+                self.lora_reserve_bytes(),
+            ),
         }
     }
 }

@@ -136,6 +136,36 @@ pub fn adapter_bytes_per_rank(model: crate::hardware::ModelId, targets: TargetMo
     2.0 * f64::from(m.layers) * (attention + mlp)
 }
 
+/// GPU memory a LoRA-enabled engine reserves on each GPU for its `max_loras` slots, bytes. vLLM wraps
+/// every linear layer the model supports for LoRA, whatever the adapters target
+/// (`vllm/lora/model_manager.py`, `_create_lora_modules` and `_match_target_modules` match the model's
+/// `supported_lora_modules`), and gives each `max_loras` stacked `A` and `B` buffers at `max_lora_rank`
+/// in 16 bits (`vllm/lora/layers/base_linear.py`, `create_lora_weights`): a column-parallel layer
+/// (q/k/v, gate/up: one buffer per packed slice) keeps `A` whole and `B` split across TP, a
+/// row-parallel layer (o, down) `A` split and `B` whole. The buffers exist before the KV cache is
+/// sized, so they come out of it. (Embedding and LM-head LoRA are not counted.)
+pub fn slot_buffer_bytes_per_gpu(
+    model: crate::hardware::ModelId,
+    max_loras: u32,
+    max_lora_rank: u32,
+    tp: u32,
+) -> f64 {
+    let m = model.spec();
+    let (h, tp) = (f64::from(m.hidden), f64::from(tp.max(1)));
+    let q = f64::from(m.heads * m.head_dim);
+    let kv = f64::from(m.kv_heads * m.head_dim);
+    let inter = f64::from(m.intermediate);
+    // Elements per unit of rank: A (rank × input) and B (output × rank) of each layer.
+    let qkv = 3.0 * h + (q + 2.0 * kv) / tp;
+    let o = q / tp + h;
+    let gate_up = (2.0 * h + 2.0 * inter / tp) * f64::from(m.experts);
+    let down = (inter / tp + h) * f64::from(m.experts);
+    2.0 * f64::from(max_loras)
+        * f64::from(max_lora_rank)
+        * f64::from(m.layers)
+        * (qkv + o + gate_up + down)
+}
+
 /// The step-time multiplier of a LoRA batch on an engine of `max_lora_rank`, or `None` above 64,
 /// where no default is offered. 1.10 up to rank 8, 1.15 at 16 and 1.30 at 64 are estimates from
 /// published slowdowns (vLLM PR #15655: 8-24 % on Llama-3.1-8B; Punica's +2 ms per token); 1.225 at 32
@@ -291,5 +321,42 @@ mod tests {
             !LoraParams::default().accepts(AdapterRef { id: 1, rank: 32 }),
             "rank 32 > max_lora_rank 16"
         );
+    }
+
+    /// By hand for Llama-3.1-8B (hidden 4,096, q 4,096, kv 1,024, intermediate 14,336, 32 layers) at
+    /// rank 16: per layer and unit of rank, q/k/v 3 × 4,096 + 6,144, o 4,096 + 4,096, gate/up
+    /// 2 × 4,096 + 2 × 14,336, down 14,336 + 4,096 = 81,920 elements; × 16 × 32 × 2 bytes = 80 MiB a
+    /// slot at TP 1. At TP 2 the split halves are 15,360 + 6,144 + 22,528 + 11,264 = 55,296: 54 MiB.
+    /// A group with LoRA slots has that much less KV cache.
+    #[test]
+    fn slot_buffers_are_reserved_before_the_kv_cache() {
+        use crate::hardware::ModelId;
+        let one = slot_buffer_bytes_per_gpu(ModelId::Llama31_8b, 1, 16, 1);
+        assert_eq!(one, 83_886_080.0);
+        assert_eq!(
+            slot_buffer_bytes_per_gpu(ModelId::Llama31_8b, 4, 16, 1),
+            4.0 * one
+        );
+        assert_eq!(
+            slot_buffer_bytes_per_gpu(ModelId::Llama31_8b, 1, 64, 1),
+            4.0 * one
+        );
+        assert_eq!(
+            slot_buffer_bytes_per_gpu(ModelId::Llama31_8b, 1, 16, 2),
+            56_623_104.0
+        );
+        let plain = crate::scenario::WorkerGroup::single(
+            crate::hardware::GpuId::H100,
+            ModelId::Llama31_8b,
+            1,
+            crate::hardware::Precision::Bf16,
+        );
+        let mut lora = plain.clone();
+        lora.lora = Some(LoraParams {
+            max_loras: PositiveInt(4),
+            ..LoraParams::default()
+        });
+        // 320 MiB at 2 MiB per 16-token block of Llama-3.1-8B in BF16: 160 blocks fewer.
+        assert_eq!(plain.kv_blocks().unwrap() - lora.kv_blocks().unwrap(), 160);
     }
 }

@@ -82,9 +82,20 @@ pub fn activation_reserve_bytes(perf: &PerfModel, params: &EngineParams) -> f64 
 
 /// KV blocks that fit on each GPU of the replica, or why none do.
 pub fn kv_capacity_blocks(perf: &PerfModel, params: &EngineParams) -> Result<u32, String> {
+    kv_capacity_blocks_reserving(perf, params, 0.0)
+}
+
+/// [`kv_capacity_blocks`] with `reserved` bytes per GPU also set aside before the KV cache is sized
+/// (LoRA slot buffers: [`crate::lora::slot_buffer_bytes_per_gpu`]).
+pub fn kv_capacity_blocks_reserving(
+    perf: &PerfModel,
+    params: &EngineParams,
+    reserved: f64,
+) -> Result<u32, String> {
     let budget = params.gpu_memory_utilization * perf.memory_bytes()
         - perf.weight_bytes_per_gpu()
-        - activation_reserve_bytes(perf, params);
+        - activation_reserve_bytes(perf, params)
+        - reserved;
     let block_bytes = perf.kv_bytes_per_token_per_gpu() * f64::from(params.block_size);
     if budget > 0.0 && budget < block_bytes {
         return Err(format!(
