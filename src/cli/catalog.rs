@@ -30,6 +30,16 @@ pub fn catalog() -> String {
     }
     let _ = writeln!(
         o,
+        "\nMIG slices (`mig = ...` in [[workers]]; SMs in sevenths, memory and bandwidth in eighths)"
+    );
+    for g in GpuId::ALL {
+        let names = crate::hardware::mig::MigProfile::names(g);
+        if !names.is_empty() {
+            let _ = writeln!(o, "  {:<9} {}", g.as_str(), names.join(", "));
+        }
+    }
+    let _ = writeln!(
+        o,
         "\nGPU prices (on demand, US$ per GPU-hour, for `size`; a scenario's [prices] table overrides them)"
     );
     for g in GpuId::ALL {

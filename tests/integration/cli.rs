@@ -205,6 +205,8 @@ fn catalog_lists_the_catalogue() {
         "llama-3.1-70b",
         "mixtral-8x7b",
         "least_outstanding",
+        "3g.40gb",
+        "7g.141gb",
     ] {
         assert!(text.contains(id), "catalog lacks {id}");
     }
