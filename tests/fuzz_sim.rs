@@ -333,14 +333,18 @@ fn autoscaler() -> impl Strategy<Value = String> {
             span(&["0s", "1s", "30s"]),
         )
             .prop_map(|(min, max, metric, target, interval, window, cold, grace)| {
-                // The SLO planner has no per-replica target.
-                let target = if metric == "slo" {
-                    String::new()
-                } else {
-                    format!("target = {target}\n")
+                // The SLO planner has no per-replica target; with the third target value it runs its
+                // load loop too (every 250 ms).
+                let (target_line, planner) = match metric {
+                    "slo" if target == "4.0" => (
+                        String::new(),
+                        "[autoscaler.planner]\nload_scaling = true\nload_interval = \"250ms\"\n",
+                    ),
+                    "slo" => (String::new(), ""),
+                    _ => (format!("target = {target}\n"), ""),
                 };
                 format!(
-                    "\n[autoscaler]\nmin_replicas = {min}\nmax_replicas = {max}\nmetric = \"{metric}\"\n{target}interval = {interval}\nscale_down_window = {window}\nimage_pull = {cold}\nweight_load = \"1s\"\nwarmup = \"1s\"\ndrain_grace = {grace}\nscale_to_zero_grace = {grace}\n"
+                    "\n[autoscaler]\nmin_replicas = {min}\nmax_replicas = {max}\nmetric = \"{metric}\"\n{target_line}interval = {interval}\nscale_down_window = {window}\nimage_pull = {cold}\nweight_load = \"1s\"\nwarmup = \"1s\"\ndrain_grace = {grace}\nscale_to_zero_grace = {grace}\n{planner}"
                 )
             }),
     ]

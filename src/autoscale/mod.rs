@@ -264,6 +264,14 @@ impl AutoscalerSpec {
         self
     }
 
+    /// How often the autoscaler runs: the SLO planner's load loop when it has one, else `interval`.
+    pub fn tick(&self) -> SimDuration {
+        match &self.planner {
+            Some(p) if self.metric == Metric::Slo && p.load_scaling => p.load_interval(),
+            _ => self.interval(),
+        }
+    }
+
     /// The metric's target per replica (0 for `slo`, which has none; validation requires it otherwise).
     pub fn target_value(&self) -> f64 {
         self.target.map_or(0.0, |t| t.0)
@@ -302,6 +310,22 @@ impl AutoscalerSpec {
             crate::config::check_span(d, SimDuration::from_millis(1), SimDuration::MAX_PARSED)
         };
         span(self.interval()).map_err(|m| ("interval", m))?;
+        if let Some(p) = &self.planner
+            && p.load_scaling
+        {
+            span(p.load_interval()).map_err(|m| ("planner.load_interval", m))?;
+            if p.load_interval() >= self.interval() {
+                return Err((
+                    "planner.load_interval",
+                    format!(
+                        "the load loop must run more often than the throughput adjustment: {} s is \
+                         not shorter than interval, {} s (Dynamo refuses the same)",
+                        p.load_interval().as_secs_f64(),
+                        self.interval().as_secs_f64()
+                    ),
+                ));
+            }
+        }
         span(self.scale_up_period).map_err(|m| ("scale_up_period", m))?;
         match (self.metric, self.target) {
             (Metric::Slo, Some(_)) => {

@@ -57,6 +57,31 @@ pub struct PlannerSpec {
     pub itl: Option<SimDuration>,
     #[serde(default)]
     pub predictor: PredictorKind,
+    /// Dynamo's load-based loop (`enable_load_scaling`, off by default with `optimization_target =
+    /// "sla"`, `config/defaults.py` L63-64): every `load_interval` it estimates each ready replica's
+    /// next TTFT and ITL from its queue and batch, and adds a replica when every one is over its
+    /// target, or removes one when every one is under `down_sensitivity` × target; the 180-s throughput
+    /// rule then only sets the floor ([`SlaPlanner::load_decision`]).
+    #[serde(default)]
+    pub load_scaling: bool,
+    /// Dynamo's `load_adjustment_interval`, 5 s (`config/defaults.py` L69).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_interval: Option<SimDuration>,
+    /// Dynamo's `load_scaling_down_sensitivity`, 80 % (L74): a fraction here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down_sensitivity: Option<crate::config::Fraction>,
+}
+
+impl PlannerSpec {
+    /// The load loop's period: `load_interval`, else 5 s.
+    pub fn load_interval(&self) -> SimDuration {
+        self.load_interval.unwrap_or(SimDuration::from_secs(5))
+    }
+
+    /// The load loop's scale-down threshold as a fraction of the target: 0.8 by default.
+    pub fn down_sensitivity(&self) -> f64 {
+        self.down_sensitivity.map_or(0.8, |f| f.0)
+    }
 }
 
 /// Dynamo's default targets.
@@ -280,6 +305,16 @@ pub struct Traffic {
     pub hit_rate: f64,
 }
 
+/// What the load loop reads of one ready replica (Dynamo's forward-pass metrics): prompt tokens waiting
+/// for admission, and the running sequences with the KV tokens they hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EngineLoad {
+    pub queued: u64,
+    pub queued_prompt_tokens: u64,
+    pub running: u64,
+    pub running_kv_tokens: u64,
+}
+
 /// The planner's state: one predictor per observed series.
 #[derive(Clone, Debug)]
 pub struct SlaPlanner {
@@ -288,6 +323,10 @@ pub struct SlaPlanner {
     isl: Predictor,
     osl: Predictor,
     hit_rate: Predictor,
+    /// The last prediction of (ISL, OSL, hit rate), which the load loop's estimates use.
+    last: Option<(f64, f64, f64)>,
+    /// The replicas the last throughput adjustment asked for: the load loop's floor.
+    pub floor: Option<u32>,
 }
 
 impl SlaPlanner {
@@ -298,6 +337,8 @@ impl SlaPlanner {
             isl: Predictor::new(kind),
             osl: Predictor::new(kind),
             hit_rate: Predictor::new(kind),
+            last: None,
+            floor: None,
         }
     }
 
@@ -320,11 +361,78 @@ impl SlaPlanner {
         let demand = self.requests.predict().max(0.0) / interval.as_secs_f64();
         let (isl, osl) = (self.isl.predict(), self.osl.predict());
         let hit = self.hit_rate.predict();
+        if isl > 0.0 && osl > 0.0 {
+            self.last = Some((isl, osl, hit.clamp(0.0, 1.0)));
+        }
         let point = best_operating_point(isl, osl, hit, limits, self.targets, step)?;
         if point.engine_rps.is_nan() || point.engine_rps <= 0.0 {
             return None;
         }
-        Some((demand / point.engine_rps).ceil().min(f64::from(u32::MAX)) as u32)
+        let r = (demand / point.engine_rps).ceil().min(f64::from(u32::MAX)) as u32;
+        self.floor = Some(r);
+        Some(r)
+    }
+
+    /// One tick of the load loop over the ready replicas' `engines` (`current` replicas asked for): the
+    /// replicas it asks for before the floor and bounds, or `None` for no change (no throughput
+    /// adjustment has predicted lengths yet). As Dynamo's agg rule (`core/load_scaling.py`,
+    /// `_advance_load_agg` and `_scale_decision`): per replica, the TTFT of a request arriving now is
+    /// the chunks that prefill its queue and one more prompt (× (1 − hit rate)) beside its running
+    /// decodes, and the ITL the step of its running and queued sequences plus one more, each at the
+    /// mean context, with a prefill share of b · ISL(1 − hit) / OSL tokens (Dynamo reads that share
+    /// from its forward-pass history, which fleetsim does not keep). Either signal over target on every
+    /// replica adds one; both under `down_sensitivity` × target on every replica remove one.
+    pub fn load_decision(
+        &self,
+        engines: &[EngineLoad],
+        current: u32,
+        limits: EngineLimits,
+        down_sensitivity: f64,
+        step: &dyn Fn(f64, u64, f64) -> f64,
+    ) -> Option<u32> {
+        let (isl, osl, hit) = self.last?;
+        if engines.is_empty() {
+            return None;
+        }
+        let budget = f64::from(limits.max_num_batched_tokens.max(1));
+        let scale = 1.0 - hit;
+        let (mut ttfts, mut itls) = (Vec::new(), Vec::new());
+        for e in engines {
+            let ctx = if e.running > 0 {
+                e.running_kv_tokens as f64 / e.running as f64
+            } else {
+                0.0
+            };
+            let mut left = (e.queued_prompt_tokens as f64 + isl) * scale;
+            let mut ttft = 0.0;
+            while left > 0.0 {
+                let chunk = left.min(budget);
+                ttft += step(chunk, e.running, ctx);
+                left -= chunk;
+            }
+            ttfts.push(ttft);
+            let decodes = e.running + e.queued + 1;
+            let kv = e.running_kv_tokens as f64 + e.queued_prompt_tokens as f64 + isl + osl / 2.0;
+            let prefill = (e.running as f64 * isl * scale / osl.max(1.0)).min(budget);
+            itls.push(step(prefill, decodes, kv / decodes as f64));
+        }
+        let vote = |estimates: &[f64], target: SimDuration| {
+            let t = target.as_secs_f64();
+            if estimates.iter().all(|&x| x > t) {
+                Some(current + 1)
+            } else if current > 1 && estimates.iter().all(|&x| x < t * down_sensitivity) {
+                Some(current - 1)
+            } else {
+                None
+            }
+        };
+        let (p, d) = (vote(&ttfts, self.targets.0), vote(&itls, self.targets.1));
+        Some(match (p, d) {
+            (Some(p), _) if p > current => p,
+            (_, Some(d)) if d > current => d,
+            (Some(p), Some(d)) if p < current && d < current => p.max(d),
+            _ => current,
+        })
     }
 }
 
@@ -453,6 +561,62 @@ mod tests {
             Some(4)
         );
         assert_eq!(p.replicas(&idle, interval, LIMITS, &linear), None);
+    }
+
+    /// The load loop by hand (ISL 1,000, OSL 100, no hits, targets 500 ms and 50.5 ms, the linear
+    /// step): a replica with 5,000 prompt tokens queued and 20 running has a TTFT of one 6,000-token
+    /// chunk beside 20 decodes, 5 + 600 + 10 = 615 ms; one with nothing queued and 2 running, 5 + 100 +
+    /// 1 = 106 ms, and an ITL of 3 decodes with 20 prefill tokens, 5 + 2 + 1.5 = 8.5 ms. Every replica
+    /// over: one more; every replica under 80% of both: one fewer; a mix: no change; none before a
+    /// throughput adjustment has predicted the lengths.
+    #[test]
+    fn the_load_loop_moves_one_replica_when_every_replica_agrees() {
+        let mut p = SlaPlanner::new(PredictorKind::Constant, (ms(500), itl()));
+        let busy = EngineLoad {
+            queued: 5,
+            queued_prompt_tokens: 5000,
+            running: 20,
+            running_kv_tokens: 20 * 1050,
+        };
+        let idle = EngineLoad {
+            queued: 0,
+            queued_prompt_tokens: 0,
+            running: 2,
+            running_kv_tokens: 2000,
+        };
+        assert_eq!(
+            p.load_decision(&[busy, busy], 2, LIMITS, 0.8, &linear),
+            None
+        );
+        let traffic = Traffic {
+            requests: 100,
+            isl: 1000.0,
+            osl: 100.0,
+            hit_rate: 0.0,
+        };
+        p.replicas(&traffic, SimDuration::from_secs(180), LIMITS, &linear);
+        assert_eq!(
+            p.load_decision(&[busy, busy], 2, LIMITS, 0.8, &linear),
+            Some(3)
+        );
+        assert_eq!(
+            p.load_decision(&[idle, idle], 2, LIMITS, 0.8, &linear),
+            Some(1)
+        );
+        assert_eq!(
+            p.load_decision(&[idle, idle], 1, LIMITS, 0.8, &linear),
+            Some(1)
+        );
+        assert_eq!(
+            p.load_decision(&[busy, idle], 2, LIMITS, 0.8, &linear),
+            Some(2)
+        );
+        // A stricter sensitivity keeps the replica: 106 ms is not under 0.2 × 500 ms.
+        assert_eq!(
+            p.load_decision(&[idle, idle], 2, LIMITS, 0.2, &linear),
+            Some(2)
+        );
+        assert_eq!(p.floor, Some(1), "the throughput rule's count is the floor");
     }
 
     /// The Kalman filter by hand: the first value sets the level (trend 0); its forecast is the level

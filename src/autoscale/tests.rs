@@ -226,6 +226,19 @@ fn the_slo_planner_s_settings_are_checked_and_defaulted() {
         per_model.validate_for("qwen3-8b").unwrap_err().0,
         "models.\"qwen3-8b\".target"
     );
+    let load = parse("max_replicas = 4\nmetric = \"slo\"\n[planner]\nload_scaling = true");
+    assert!(load.validate().is_ok());
+    assert_eq!(load.tick(), SimDuration::from_secs(5));
+    assert_eq!(slo.tick(), SimDuration::from_secs(180));
+    let (field, msg) = parse(
+        "max_replicas = 4\nmetric = \"slo\"\ninterval = \"5s\"\n[planner]\nload_scaling = true",
+    )
+    .validate()
+    .unwrap_err();
+    assert!(
+        field == "planner.load_interval" && msg.contains("shorter"),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -92,9 +92,12 @@ struct Deployment {
     model: Option<ModelId>,
     slots: Range<usize>,
     scaler: Scaler,
-    /// Completed requests since the last evaluation: count, and sums of prompt, output and cached prompt
-    /// tokens (what the SLO planner observes).
+    /// Completed requests since the SLO planner's last adjustment: count, and sums of prompt, output
+    /// and cached prompt tokens (what it observes).
     completed: CompletedSince,
+    /// Requests arrived since the SLO planner's last adjustment, and when the next one is due.
+    planner_arrivals: u64,
+    next_adjustment: SimTime,
     /// The replica count the HPA asks for (the deployment's `spec.replicas`).
     replicas: u32,
     /// Requests waiting at the gateway for a ready replica, with when each was held.
@@ -250,6 +253,8 @@ impl Simulation {
                 Deployment {
                     scaler,
                     completed: CompletedSince::default(),
+                    planner_arrivals: 0,
+                    next_adjustment: SimTime::ZERO + setup.spec.interval(),
                     replicas: initial,
                     model: if several { model } else { None },
                     slots,
@@ -288,7 +293,7 @@ impl Simulation {
     /// Queues the first evaluation.
     pub(super) fn schedule_autoscale(&mut self) {
         if let Some(a) = &self.autoscale {
-            let at = SimTime::ZERO + a.spec().interval();
+            let at = SimTime::ZERO + a.spec().tick();
             self.schedule(at, Class::Gateway, Event::Autoscale);
         }
     }
@@ -338,7 +343,7 @@ impl Simulation {
         for d in 0..count {
             let (o, arrivals) = self.observe(d);
             let now = self.now;
-            let planned = self.plan_for_slo(d, arrivals);
+            let planned = self.plan_for_slo(d, arrivals, &o);
             let a = self.autoscale.as_mut().expect("an autoscaled run");
             let dep = &mut a.deployments[d];
             let desired = match &mut dep.scaler {
@@ -367,19 +372,35 @@ impl Simulation {
             self.reconcile(d);
         }
         let a = self.autoscale.as_ref().expect("an autoscaled run");
-        let next = self.now + a.spec().interval();
+        let next = self.now + a.spec().tick();
         self.schedule(next, Class::Gateway, Event::Autoscale);
     }
 
-    /// With the SLO planner: its replica count for deployment `d` from the interval's `arrivals` and
-    /// completions (which it then forgets), sized on the deployment's first replica's engine; `None`
-    /// when it cannot size one (or `d` scales on a metric).
-    fn plan_for_slo(&mut self, d: usize, arrivals: u64) -> Option<u32> {
+    /// With the SLO planner: its replica count for deployment `d` (before the bounds), given the
+    /// `arrivals` since the last tick and what deployment `d`'s autoscaler observes now, `o`; `None` for
+    /// no change (or when `d` scales on a metric). At each adjustment (every `interval`) the throughput
+    /// rule sizes the deployment on its first replica's engine from the arrivals and completions since
+    /// the last one (then forgotten); with the load loop, that count is only a floor, and every tick
+    /// the loop reads the ready replicas' queues and batches, observing only while replicas start.
+    fn plan_for_slo(&mut self, d: usize, arrivals: u64, o: &Observation) -> Option<u32> {
+        let now = self.now;
         let a = self.autoscale.as_deref_mut().expect("an autoscaled run");
+        let slots = &a.slots;
         let dep = &mut a.deployments[d];
-        let completed = std::mem::take(&mut dep.completed);
+        dep.planner_arrivals += arrivals;
         let Scaler::Slo(planner) = &mut dep.scaler else {
             return None;
+        };
+        let spec = &dep.setup.spec;
+        let due = now >= dep.next_adjustment;
+        let (completed, arrivals) = if due {
+            dep.next_adjustment = now + spec.interval();
+            (
+                std::mem::take(&mut dep.completed),
+                std::mem::take(&mut dep.planner_arrivals),
+            )
+        } else {
+            (CompletedSince::default(), 0)
         };
         let worker = &self.workers[dep.slots.start];
         let limits = EngineLimits {
@@ -392,12 +413,26 @@ impl Simulation {
             perf.step_time(&step_shape(prefill, decodes, ctx))
                 .as_secs_f64()
         };
-        planner.replicas(
-            &completed.traffic(arrivals),
-            dep.setup.spec.interval(),
-            limits,
-            &step,
-        )
+        let throughput = if due {
+            planner.replicas(&completed.traffic(arrivals), spec.interval(), limits, &step)
+        } else {
+            None
+        };
+        let Some(load) = spec.planner.as_ref().filter(|p| p.load_scaling) else {
+            return throughput;
+        };
+        if o.starting > 0 || o.ready != o.current {
+            return None; // Dynamo observes only while a scaling is in progress
+        }
+        let engines: Vec<_> = dep
+            .slots
+            .clone()
+            .filter(|&w| matches!(slots[w], Slot::Active { .. }) && self.gateway.routable(w))
+            .map(|w| self.workers[w].planner_load())
+            .collect();
+        let wanted =
+            planner.load_decision(&engines, o.current, limits, load.down_sensitivity(), &step)?;
+        Some(wanted.max(planner.floor.unwrap_or(0)))
     }
 
     /// What deployment `d`'s HPA sees now (its workers settled by the caller), and the requests that

@@ -256,6 +256,21 @@ impl Worker {
         self.waiting.len() + self.running.len()
     }
 
+    /// What an SLO planner's load loop reads of this engine (Dynamo's forward-pass metrics): waiting
+    /// requests and their prompt tokens, running sequences and the KV tokens they hold. O(requests).
+    pub fn planner_load(&self) -> crate::autoscale::planner::EngineLoad {
+        crate::autoscale::planner::EngineLoad {
+            queued: self.waiting.len() as u64,
+            queued_prompt_tokens: self
+                .waiting
+                .iter()
+                .map(|s| u64::from(s.request.prompt_tokens))
+                .sum(),
+            running: self.running.len() as u64,
+            running_kv_tokens: self.running.iter().map(|s| u64::from(s.computed)).sum(),
+        }
+    }
+
     /// The gateway's view of this worker.
     pub fn snapshot(&self) -> WorkerSnapshot {
         WorkerSnapshot {

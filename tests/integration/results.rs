@@ -616,4 +616,23 @@ fn the_slo_planner_reports_its_targets_and_adjusts_every_180_s() {
     }
     let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
     assert!(md.contains("| slo / TTFT 500 ms, ITL 50 ms |"), "{md}");
+
+    // With Dynamo's load loop the count moves between adjustments, on its 5-s ticks.
+    let loaded = tmp.path("load");
+    fleetsim()
+        .args(["run", "--quiet", "--set", "duration=\"12m\""])
+        .args(["--set", "autoscaler.planner.load_scaling=true", "--out"])
+        .arg(&loaded)
+        .arg(scenario_path("autoscale-diurnal-slo.toml"))
+        .assert()
+        .success();
+    let a = json(&loaded.join("summary.json"))["autoscaler"].clone();
+    let at: Vec<f64> = a["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["at_s"].as_f64().unwrap())
+        .collect();
+    assert!(at.iter().all(|t| t % 5.0 == 0.0), "{at:?}");
+    assert!(at.iter().any(|t| t % 180.0 != 0.0), "{at:?}");
 }
