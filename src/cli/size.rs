@@ -175,13 +175,20 @@ pub(super) fn size(a: Args) -> Result<()> {
         // The group's own `[autoscaler.models.NAME]` bounds become the table's: the bounds searched.
         base.autoscaler = Some(auto.for_model(base.workers[0].model.as_str()));
     }
-    if let Some(i) = base.workers.iter().position(|g| g.colocate.is_some()) {
+    let pool = crate::sizing::pooled(&base);
+    if !pool && let Some(i) = base.workers.iter().position(|g| g.colocate.is_some()) {
         bail!(
-            "{}: workers[{i}]: size counts and prices one GPU per worker, and co-located engines (colocate) share GPUs; run the scenario at each count instead (`run --set workers[0].count=N --set workers[1].count=N`)",
+            "{}: workers[{i}]: size sizes co-located engines only as one pool, every [[workers]] group with the same colocate label (each GPU then holds one engine of each group); run this fleet at each count instead (`run --set workers[0].count=N --set workers[1].count=N`)",
             a.scenario.display()
         );
     }
-    if base.workers.len() > 1 {
+    if pool && (a.headroom.workers > 0 || a.headroom.domain.is_some()) {
+        bail!(
+            "{}: --headroom with co-located engines is not built: losing a GPU takes every engine on it, and size's failure cases crash one worker",
+            a.scenario.display()
+        );
+    }
+    if base.workers.len() > 1 && !pool {
         if base.autoscaler.is_some() {
             bail!(
                 "{}: size searches the replica bounds of one autoscaled deployment; this scenario autoscales {} (one per [[workers]] group). Size each model in a scenario of its own (its group and its traffic), then give each its bounds under [autoscaler.models]",
@@ -808,6 +815,8 @@ fn tp_text(s: &Scenario, c: &Candidate) -> String {
 }
 
 /// GPUs in a fleet of `shape` (an autoscaled one: at its ceiling).
+/// GPUs of a fleet of `shape` (a co-located pool's workers count are its GPUs, each with one engine of
+/// every group).
 fn gpus(s: &Scenario, c: &Candidate, shape: Shape) -> u32 {
     match shape.second {
         Some(second) => shape.decode * s.workers[0].tp.0 + second * s.workers[1].tp.0,
@@ -822,6 +831,9 @@ fn group_workers(s: &Scenario, shape: Shape) -> Vec<u32> {
     }
     if s.workers.len() == 1 {
         return vec![shape.workers()];
+    }
+    if crate::sizing::pooled(s) {
+        return vec![shape.workers(); s.workers.len()];
     }
     let counts: Vec<u32> = s.workers.iter().map(|g| g.count.0).collect();
     crate::sizing::apportion(&counts, shape.workers())
@@ -841,6 +853,9 @@ fn shape_text(s: &Scenario, shape: Shape) -> String {
     if s.workers.len() == 1 {
         return shape.to_string();
     }
+    if crate::sizing::pooled(s) {
+        return format!("{shape} GPUs × {} engines", s.workers.len());
+    }
     let parts: Vec<String> = group_workers(s, shape).iter().map(u32::to_string).collect();
     format!("{shape} ({})", parts.join("+"))
 }
@@ -855,6 +870,7 @@ fn scenario_shape(base: &Scenario) -> Shape {
         None if base.workers.len() == 1 => {
             Shape::disaggregated(g.prefill_workers, g.count.0 - g.prefill_workers)
         }
+        None if crate::sizing::pooled(base) => Shape::aggregated(g.count.0),
         None => Shape::aggregated(base.workers.iter().map(|g| g.count.0).sum()),
     }
 }

@@ -459,6 +459,15 @@ pub fn fleet(base: &Scenario, c: &Candidate, shape: Shape) -> Scenario {
         s.router = c.policy.router.clone();
         return s;
     }
+    if pooled(base) {
+        // One pool of GPUs, each holding one engine of every group: the shape counts GPUs.
+        for g in &mut s.workers {
+            g.count = crate::config::PositiveInt(shape.workers().max(1));
+            candidate_hardware(g, c);
+        }
+        s.router = c.policy.router.clone();
+        return s;
+    }
     if s.workers.len() > 1 {
         let counts: Vec<u32> = s.workers.iter().map(|g| g.count.0).collect();
         for (g, n) in s
@@ -486,6 +495,15 @@ pub fn fleet(base: &Scenario, c: &Candidate, shape: Shape) -> Scenario {
     candidate_hardware(g, c);
     s.router = c.policy.router.clone();
     s
+}
+
+/// Whether the fleet is one pool of shared GPUs: two or more groups, all with the same `colocate`
+/// label, so that worker k of every group runs on GPU k and a count is a number of GPUs.
+pub fn pooled(s: &Scenario) -> bool {
+    let label = s.workers.first().and_then(|g| g.colocate.as_deref());
+    s.workers.len() > 1
+        && label.is_some()
+        && s.workers.iter().all(|g| g.colocate.as_deref() == label)
 }
 
 /// Puts group `g` on the candidate's GPU and TP.
@@ -763,17 +781,18 @@ pub fn evaluate(
     };
     let nothing = Estimate::of(&[]);
     let groups = base.workers.len() as u32;
-    let impossible = if groups > 1 && shape.second.is_none() && shape.workers() < groups {
-        // Fewer workers than groups: some model would start nowhere. Not a fleet `size` builds.
-        Some(format!("{} workers for {groups} groups", shape.workers()))
-    } else if lost >= shape.workers() {
-        Some(format!(
-            "losing {lost} of {} workers leaves none",
-            shape.workers()
-        ))
-    } else {
-        None
-    };
+    let impossible =
+        if groups > 1 && shape.second.is_none() && !pooled(base) && shape.workers() < groups {
+            // Fewer workers than groups: some model would start nowhere. Not a fleet `size` builds.
+            Some(format!("{} workers for {groups} groups", shape.workers()))
+        } else if lost >= shape.workers() {
+            Some(format!(
+                "losing {lost} of {} workers leaves none",
+                shape.workers()
+            ))
+        } else {
+            None
+        };
     if let Some(why) = impossible {
         // Judged without a run: no goodput.
         return Ok(Evaluation {

@@ -426,24 +426,73 @@ fn a_mixed_fleet_is_sized_by_cost_over_both_gpu_types() {
     assert_eq!(c["gpu"], "h100+a100");
 }
 
-/// `size` prices one GPU per worker, so it refuses a fleet whose engines share GPUs, naming the group
-/// and what to do instead.
+/// A pool of shared GPUs (every group co-located under one label) is sized in GPUs, each holding one
+/// engine of every group: the answer's groups all get that count, and it is priced per GPU. Losing a
+/// GPU takes every engine on it, so `--headroom` is refused; so is a fleet whose groups are not all in
+/// the pool.
 #[test]
-fn engines_sharing_gpus_are_not_sized() {
+fn a_pool_of_shared_gpus_is_sized_in_gpus() {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/scenarios/colocated-models.toml"
     );
-    let err = Command::cargo_bin("fleetsim")
+    let t = TempDir::new("size-pool");
+    let out = t.path("out");
+    Command::cargo_bin("fleetsim")
         .unwrap()
-        .args(["size", path])
+        .args(["size", path, "--headroom", "0", "--max-workers", "6"])
+        .args(["--set", "duration=\"3m\"", "--out"])
+        .arg(&out)
         .assert()
-        .failure();
-    let stderr = String::from_utf8_lossy(&err.get_output().stderr).to_string();
+        .success();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("size.json")).unwrap()).unwrap();
+    let c = &v["candidates"][0];
+    let gpus = c["workers"].as_u64().unwrap();
+    let groups: Vec<u64> = c["group_workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g.as_u64().unwrap())
+        .collect();
+    assert_eq!(groups, [gpus, gpus, gpus], "{c:#}");
     assert!(
-        stderr.contains("workers[0]")
-            && stderr.contains("co-located")
-            && !stderr.contains("panicked"),
-        "{stderr}"
+        (c["usd_per_hour"].as_f64().unwrap() - 3.0 * gpus as f64).abs() < 1e-9,
+        "{c:#}"
     );
+    let md = std::fs::read_to_string(out.join("size.md")).unwrap();
+    assert!(
+        md.contains(&format!("| {gpus} GPUs × 3 engines | {gpus} |")),
+        "{md}"
+    );
+
+    let refused = |args: &[&str], text: Option<&str>| {
+        let mut cmd = Command::cargo_bin("fleetsim").unwrap();
+        cmd.arg("size");
+        match text {
+            Some(text) => {
+                let p = t.path("partial.toml");
+                std::fs::write(&p, text).unwrap();
+                cmd.arg(p);
+            }
+            None => {
+                cmd.arg(path);
+            }
+        }
+        let err = cmd.args(args).assert().failure();
+        String::from_utf8_lossy(&err.get_output().stderr).to_string()
+    };
+    let e = refused(&["--headroom", "1"], None);
+    assert!(
+        e.contains("--headroom") && e.contains("co-located") && !e.contains("panicked"),
+        "{e}"
+    );
+    // The third group leaves the pool: two groups share GPUs, one has its own.
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut parts: Vec<&str> = text.rsplitn(2, "colocate = \"h100-pool\"").collect();
+    parts.reverse();
+    let partial = parts.join("");
+    let partial = partial.replace("../traces", concat!(env!("CARGO_MANIFEST_DIR"), "/traces"));
+    let e = refused(&["--headroom", "0"], Some(&partial));
+    assert!(e.contains("workers[0]") && e.contains("one pool"), "{e}");
 }
