@@ -92,12 +92,6 @@ struct Deployment {
     model: Option<ModelId>,
     slots: Range<usize>,
     scaler: Scaler,
-    /// Completed requests since the SLO planner's last adjustment: count, and sums of prompt, output
-    /// and cached prompt tokens (what it observes).
-    completed: CompletedSince,
-    /// Requests arrived since the SLO planner's last adjustment, and when the next one is due.
-    planner_arrivals: u64,
-    next_adjustment: SimTime,
     /// The replica count the HPA asks for (the deployment's `spec.replicas`).
     replicas: u32,
     /// Requests waiting at the gateway for a ready replica, with when each was held.
@@ -122,7 +116,19 @@ struct Deployment {
 #[derive(Debug)]
 enum Scaler {
     Hpa(Hpa),
-    Slo(SlaPlanner),
+    Slo(SloScaler),
+}
+
+/// The SLO planner and what it has observed since its last adjustment.
+#[derive(Debug)]
+struct SloScaler {
+    planner: SlaPlanner,
+    /// Completed requests since the last adjustment: count, and sums of prompt, output and cached
+    /// prompt tokens.
+    completed: CompletedSince,
+    /// Requests arrived since the last adjustment, and when the next one is due.
+    arrivals: u64,
+    next_adjustment: SimTime,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -243,18 +249,20 @@ impl Simulation {
             .map(|(model, slots, setup)| {
                 let initial = (setup.initial as usize).min(slots.len()) as u32;
                 let scaler = if setup.spec.metric == Metric::Slo {
-                    Scaler::Slo(SlaPlanner::new(
-                        setup.spec.planner.clone().unwrap_or_default().predictor,
-                        setup.spec.planner_targets(),
-                    ))
+                    Scaler::Slo(SloScaler {
+                        planner: SlaPlanner::new(
+                            setup.spec.planner.clone().unwrap_or_default().predictor,
+                            setup.spec.planner_targets(),
+                        ),
+                        completed: CompletedSince::default(),
+                        arrivals: 0,
+                        next_adjustment: SimTime::ZERO + setup.spec.interval(),
+                    })
                 } else {
                     Scaler::Hpa(Hpa::new(setup.spec.clone()).seeded(initial, SimTime::ZERO))
                 };
                 Deployment {
                     scaler,
-                    completed: CompletedSince::default(),
-                    planner_arrivals: 0,
-                    next_adjustment: SimTime::ZERO + setup.spec.interval(),
                     replicas: initial,
                     model: if several { model } else { None },
                     slots,
@@ -318,8 +326,8 @@ impl Simulation {
             if several {
                 dep.finished += 1;
             }
-            if completed {
-                let c = &mut dep.completed;
+            if completed && let Scaler::Slo(slo) = &mut dep.scaler {
+                let c = &mut slo.completed;
                 c.requests += 1;
                 c.prompt_tokens += u64::from(seq.request.prompt_tokens);
                 c.output_tokens += u64::from(seq.generated);
@@ -351,7 +359,7 @@ impl Simulation {
                 Scaler::Slo(_) => {
                     let spec = &dep.setup.spec;
                     let bounded = planned
-                        .map_or(o.current, |r| r.max(spec.min_replicas))
+                        .unwrap_or(o.current)
                         .clamp(spec.min_replicas, spec.max_replicas.0);
                     keep_serving(spec, now, &o, bounded)
                 }
@@ -387,21 +395,22 @@ impl Simulation {
         let a = self.autoscale.as_deref_mut().expect("an autoscaled run");
         let slots = &a.slots;
         let dep = &mut a.deployments[d];
-        dep.planner_arrivals += arrivals;
-        let Scaler::Slo(planner) = &mut dep.scaler else {
+        let Scaler::Slo(slo) = &mut dep.scaler else {
             return None;
         };
+        slo.arrivals += arrivals;
         let spec = &dep.setup.spec;
-        let due = now >= dep.next_adjustment;
+        let due = now >= slo.next_adjustment;
         let (completed, arrivals) = if due {
-            dep.next_adjustment = now + spec.interval();
+            slo.next_adjustment = now + spec.interval();
             (
-                std::mem::take(&mut dep.completed),
-                std::mem::take(&mut dep.planner_arrivals),
+                std::mem::take(&mut slo.completed),
+                std::mem::take(&mut slo.arrivals),
             )
         } else {
             (CompletedSince::default(), 0)
         };
+        let planner = &mut slo.planner;
         let worker = &self.workers[dep.slots.start];
         let limits = EngineLimits {
             max_num_batched_tokens: worker.params.max_num_batched_tokens,

@@ -1408,11 +1408,7 @@ impl Simulation {
                     .as_ref()
                     .filter(|g| g.shares(w.id))
                     .map(|g| round(g.wait_ns[w.id] as f64 / 1e9, 9)),
-                mig: w.perf.mig.map(|m| {
-                    let names = crate::hardware::mig::MigProfile::names(w.perf.gpu);
-                    let i = crate::hardware::mig::MigProfile::index(m);
-                    names[i].clone()
-                }),
+                mig: w.perf.mig.map(|m| m.name(w.perf.gpu)),
             })
             .collect();
         self.collector.finish_warmup();

@@ -94,12 +94,13 @@ impl MigProfile {
             .collect()
     }
 
-    /// Its position in [`MigProfile::names`].
-    pub fn index(self) -> usize {
-        SLICES
+    /// Its name on `gpu` (`"3g.40gb"`), as [`MigProfile::names`] lists it.
+    pub fn name(self, gpu: GpuId) -> String {
+        let i = SLICES
             .iter()
             .position(|&(c, m)| (c, m) == (self.compute, self.memory))
-            .expect("a listed profile")
+            .expect("a listed profile");
+        Self::names(gpu).swap_remove(i)
     }
 
     /// Its share of the GPU's SMs (and tensor peaks).
