@@ -13,18 +13,20 @@ pub enum GpuId {
     H200,
     B200,
     L40s,
+    L4,
     Mi300x,
 }
 
 impl GpuId {
     /// Every GPU, in catalogue order.
-    pub const ALL: [GpuId; 7] = [
+    pub const ALL: [GpuId; 8] = [
         GpuId::A100,
         GpuId::A100_40gb,
         GpuId::H100,
         GpuId::H200,
         GpuId::B200,
         GpuId::L40s,
+        GpuId::L4,
         GpuId::Mi300x,
     ];
 
@@ -42,6 +44,7 @@ impl GpuId {
             GpuId::H200 => &H200,
             GpuId::B200 => &B200,
             GpuId::L40s => &L40S,
+            GpuId::L4 => &L4,
             GpuId::Mi300x => &MI300X,
         }
     }
@@ -142,6 +145,18 @@ pub static L40S: GpuSpec = GpuSpec {
     memory_bw: 864e9,
     link_bw: 32e9,
     source: "NVIDIA L40S datasheet (2023): 362 TFLOPS dense BF16, 733 dense FP8, 48 GB GDDR6 at 864 GB/s, PCIe Gen4 x16 (32 GB/s per direction); 46,068 MiB as nvidia-smi reports",
+};
+
+/// NVIDIA L4 (PCIe, no NVLink).
+pub static L4: GpuSpec = GpuSpec {
+    id: "l4",
+    name: "NVIDIA L4-24GB",
+    bf16_flops: 121e12,
+    fp8_flops: Some(242e12),
+    memory_bytes: 23034.0 * MIB,
+    memory_bw: 300e9,
+    link_bw: 32e9,
+    source: "NVIDIA L4 datasheet (2023): 242 TFLOPS BF16 and 485 FP8 with sparsity (121 and 242 dense), 24 GB GDDR6 at 300 GB/s, PCIe Gen4 x16 (32 GB/s per direction), 72 W; 23,034 MiB as nvidia-smi reports",
 };
 
 /// AMD Instinct MI300X.

@@ -69,7 +69,7 @@ impl MigProfile {
             GpuId::A100 | GpuId::H100 => 10,
             GpuId::H200 => 18,
             GpuId::B200 => 23,
-            GpuId::L40s | GpuId::Mi300x => return Vec::new(),
+            GpuId::L40s | GpuId::L4 | GpuId::Mi300x => return Vec::new(),
         };
         // The names round the 2- and 4-slice memories as the guide prints them (H200: 35 and 71 GB,
         // B200: 45 and 90 GB; the whole GPU is its catalogue size).
@@ -78,7 +78,7 @@ impl MigProfile {
             GpuId::A100 | GpuId::H100 => 80,
             GpuId::H200 => 141,
             GpuId::B200 => 180,
-            GpuId::L40s | GpuId::Mi300x => unreachable!("no MIG"),
+            GpuId::L40s | GpuId::L4 | GpuId::Mi300x => unreachable!("no MIG"),
         };
         let gb = |m: u32| match (gpu, m) {
             (_, 8) => whole_gb,

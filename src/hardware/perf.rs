@@ -127,7 +127,7 @@ impl Efficiency {
                 ..Efficiency::default()
             },
             // PCIe all-reduce: higher latency, no NVLink.
-            GpuId::L40s => Efficiency {
+            GpuId::L40s | GpuId::L4 => Efficiency {
                 allreduce_latency_s: 25e-6,
                 ..Efficiency::default()
             },

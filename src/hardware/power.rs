@@ -45,12 +45,13 @@ impl PowerModel {
     /// The model of `gpu`.
     pub fn of(gpu: GpuId) -> Self {
         // Datasheet TDPs: NVIDIA A100 (SXM4, 80 and 40 GB: 400 W), H100 SXM5 (700 W), H200 SXM (700 W),
-        // HGX B200 (1000 W per GPU), L40S (350 W), AMD Instinct MI300X OAM (750 W).
+        // HGX B200 (1000 W per GPU), L40S (350 W), L4 (72 W), AMD Instinct MI300X OAM (750 W).
         let tdp_w = match gpu {
             GpuId::A100 | GpuId::A100_40gb => 400.0,
             GpuId::H100 | GpuId::H200 => 700.0,
             GpuId::B200 => 1000.0,
             GpuId::L40s => 350.0,
+            GpuId::L4 => 72.0,
             GpuId::Mi300x => 750.0,
         };
         PowerModel {

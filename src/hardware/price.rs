@@ -30,7 +30,7 @@ pub fn catalogue_price(gpu: GpuId) -> Option<Price> {
             5.25,
             "Lyceum Technologies, March 2026: B200 on-demand $4.50–6.00/GPU-h at specialised clouds (midpoint)",
         ),
-        GpuId::A100_40gb | GpuId::L40s | GpuId::Mi300x => return None,
+        GpuId::A100_40gb | GpuId::L40s | GpuId::L4 | GpuId::Mi300x => return None,
     };
     Some(Price {
         usd_per_gpu_hour: usd,
