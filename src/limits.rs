@@ -213,9 +213,10 @@ impl Footprint {
         };
         // A closed loop holds every client's request at once: its blocks are the bulk of its cost.
         let request_blocks = in_flight.map_or(0.0, |n| {
-            let tokens = w
-                .closed_loop()
-                .map_or(0.0, |c| c.prompt.mean() + c.output.mean());
+            let tokens = w.closed_loop().map_or(0.0, |c| match &c.conversations {
+                Some(d) => d.mean_request_tokens(),
+                None => c.prompt.mean() + c.output.mean(),
+            });
             let block = f64::from(s.workers[0].block_size.0);
             n as f64 * (BYTES_PER_IN_FLIGHT + BYTES_PER_BLOCK_HASH * (tokens / block).ceil())
         });

@@ -305,7 +305,8 @@ pub enum Command {
         #[arg(long, requires = "harness")]
         random_range_ratio: Option<f64>,
         /// With --harness: one of its options as it names them, KEY=VALUE, repeatable
-        /// (aiperf, genai-perf: synthetic_input_tokens_stddev, output_tokens_stddev,
+        /// (vllm-bench, inferencemax: request_rate, requests per second created under the concurrency
+        /// cap; aiperf, genai-perf: synthetic_input_tokens_stddev, output_tokens_stddev,
         /// warmup_request_count; guidellm: prompt_tokens_stdev, prompt_tokens_min, prompt_tokens_max and
         /// the same for output_tokens).
         #[arg(

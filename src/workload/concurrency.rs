@@ -21,6 +21,7 @@
 use std::collections::VecDeque;
 
 use super::Workload;
+use super::dist::ArrivalProcess;
 use super::frontend::{Frontend, FrontendSpec};
 use super::synthetic::RequestSampler;
 use crate::metrics::bench::{BenchDefinitions, BenchLog, BenchReport};
@@ -40,6 +41,10 @@ pub struct ClientRules {
     /// as GenAI-Perf's sender threads do, instead of the next request of a shared count.
     pub per_client_quota: bool,
     pub definitions: BenchDefinitions,
+    /// `--request-rate`: the benchmark's requests are created at Poisson times of this rate per second
+    /// from its start, and each is sent when it exists and a client is free (vLLM's `get_request`
+    /// feeding an `asyncio.Semaphore(max_concurrency)`); `None`: all exist at once (`inf`).
+    pub request_rate: Option<f64>,
 }
 
 impl ClientRules {
@@ -49,6 +54,7 @@ impl ClientRules {
             warmup_requests: u32::from(warmup),
             per_client_quota: false,
             definitions: BenchDefinitions::VllmBench,
+            request_rate: None,
         }
     }
 }
@@ -85,6 +91,9 @@ pub struct ClosedLoop {
     /// When each request was sent and by which client, by id.
     sent: Vec<(SimTime, u32)>,
     log: BenchLog,
+    /// With a request rate: the gaps between creations, and when the next benchmark request to be
+    /// sent was created (set when the benchmark starts).
+    creation: Option<(ArrivalProcess, Option<SimTime>)>,
 }
 
 impl ClosedLoop {
@@ -134,6 +143,9 @@ impl ClosedLoop {
             pending: VecDeque::new(),
             sent: Vec::new(),
             log: BenchLog::new(rules.definitions),
+            creation: rules
+                .request_rate
+                .map(|r| (ArrivalProcess::poisson(r), None)),
         }
     }
 
@@ -141,7 +153,10 @@ impl ClosedLoop {
     fn draw(&mut self, sent: SimTime, client: u32) -> Request {
         let id = self.next_id;
         self.next_id += 1;
-        let mut r = self.sampler.sample(&mut self.rng, id, sent);
+        // The warm-up sends the dataset's first prompts, and the benchmark starts from the first again
+        // (`vllm bench serve`'s test prompt is `input_requests[0]`).
+        let nth = id.checked_sub(self.warmups).unwrap_or(id);
+        let mut r = self.sampler.sample_nth(&mut self.rng, id, nth, sent);
         r.arrival = self.frontend.admit(sent, r.prompt_tokens);
         self.sent.push((sent, client));
         r
@@ -152,6 +167,13 @@ impl ClosedLoop {
         if self.remaining == 0 || sent >= self.end {
             return None;
         }
+        // With a request rate, the next request exists only from its creation on; one created after
+        // the window is never sent (and not counted).
+        if let Some((_, Some(created))) = &self.creation
+            && *created >= self.end
+        {
+            return None;
+        }
         if let Some(q) = self.quota.as_mut() {
             let left = &mut q[client as usize];
             if *left == 0 {
@@ -160,6 +182,14 @@ impl ClosedLoop {
             *left -= 1;
         }
         self.remaining -= 1;
+        let sent = match &mut self.creation {
+            Some((gaps, next)) => {
+                let created = next.unwrap_or(sent);
+                *next = Some(created + gaps.next_gap(&mut self.rng));
+                sent.max(created)
+            }
+            None => sent,
+        };
         Some(self.draw(sent, client))
     }
 
@@ -198,6 +228,10 @@ impl Workload for ClosedLoop {
             }
             Phase::Dispatch(start) => {
                 self.phase = Phase::Running;
+                // The first request is created as the benchmark starts.
+                if let Some((_, next)) = &mut self.creation {
+                    *next = Some(start);
+                }
                 for i in 0..self.clients {
                     let sent = self.staggered(start, i);
                     if let Some(r) = self.send(sent, i as u32) {
@@ -528,5 +562,79 @@ mod tests {
             }
         }
         assert_eq!(sent, 3);
+    }
+
+    /// `--request-rate R --max-concurrency C`: the benchmark's requests are created at Poisson times
+    /// from its start and each is sent at the later of its creation and a client freeing; the budget
+    /// and the clients bound it as before.
+    #[test]
+    fn with_a_request_rate_each_request_waits_for_its_creation_and_a_free_client() {
+        let rules = ClientRules {
+            request_rate: Some(10.0),
+            ..ClientRules::vllm_bench(false)
+        };
+        let mut w = ClosedLoop::new(
+            2,
+            sampler(),
+            from_u64(1),
+            SimTime::MAX,
+            Some(4),
+            off(),
+            rules,
+        );
+        let first: Vec<Request> = std::iter::from_fn(|| w.next_arrival()).collect();
+        assert_eq!(first.len(), 2);
+        // The first exists at the start; the second a Poisson gap later.
+        assert_eq!(first[0].arrival, SimTime::ZERO);
+        let second = first[1].arrival;
+        assert!(second > SimTime::ZERO);
+        // A client frees at once: the third waits for its creation, after the second's.
+        let next = w
+            .on_finished(
+                &finished(&first[0], SimTime::ZERO, Outcome::Completed),
+                SimTime::ZERO,
+            )
+            .unwrap();
+        assert!(next.arrival > second, "{:?} after {second:?}", next.arrival);
+        // Long after every creation, a freed client sends at once.
+        let late = SimTime::ZERO + SimDuration::from_secs(1000);
+        let last = w
+            .on_finished(&finished(&first[1], late, Outcome::Completed), late)
+            .unwrap();
+        assert_eq!(last.arrival, late);
+        // The budget of 4 is spent.
+        assert!(
+            w.on_finished(&finished(&next, late, Outcome::Completed), late)
+                .is_none()
+        );
+        // A request created after the window is never sent: at 0.001 per second the second one comes
+        // long after a window of one second.
+        let slow = ClientRules {
+            request_rate: Some(0.001),
+            ..ClientRules::vllm_bench(false)
+        };
+        let end = SimTime::ZERO + SimDuration::from_secs(1);
+        let mut w = ClosedLoop::new(3, sampler(), from_u64(1), end, Some(3), off(), slow);
+        let sent: Vec<Request> = std::iter::from_fn(|| w.next_arrival()).collect();
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        // Over many requests the creations run at the rate.
+        let rules = ClientRules {
+            request_rate: Some(10.0),
+            ..ClientRules::vllm_bench(false)
+        };
+        let n = 2000;
+        let mut w = ClosedLoop::new(
+            n,
+            sampler(),
+            from_u64(2),
+            SimTime::MAX,
+            Some(u64::from(n)),
+            off(),
+            rules,
+        );
+        let all: Vec<Request> = std::iter::from_fn(|| w.next_arrival()).collect();
+        let span = all.last().unwrap().arrival.as_secs_f64();
+        let rate = f64::from(n - 1) / span;
+        assert!((rate - 10.0).abs() < 0.6, "{rate}");
     }
 }

@@ -64,6 +64,10 @@ pub enum Harness {
 pub struct HarnessOptions {
     /// vllm-bench, inferencemax: `--random-range-ratio`.
     pub random_range_ratio: Option<f64>,
+    /// vllm-bench, inferencemax: `--request-rate`, requests per second created by a Poisson process
+    /// (burstiness 1), each sent once a client of `--max-concurrency` is free; default `inf` (all at
+    /// once, the plain closed loop).
+    pub request_rate: Option<f64>,
     /// aiperf, genai-perf: `--synthetic-input-tokens-stddev`, tokens.
     pub synthetic_input_tokens_stddev: Option<f64>,
     /// aiperf, genai-perf: `--output-tokens-stddev`, tokens.
@@ -86,9 +90,10 @@ pub struct HarnessOptions {
 
 impl HarnessOptions {
     /// The options given, by name.
-    fn present(&self) -> [(&'static str, bool); 10] {
+    fn present(&self) -> [(&'static str, bool); 11] {
         [
             ("random_range_ratio", self.random_range_ratio.is_some()),
+            ("request_rate", self.request_rate.is_some()),
             (
                 "synthetic_input_tokens_stddev",
                 self.synthetic_input_tokens_stddev.is_some(),
@@ -116,6 +121,7 @@ impl HarnessOptions {
             "--random-range-ratio",
             self.random_range_ratio.map(|v| v.to_string()),
         );
+        put("--request-rate", self.request_rate.map(|v| v.to_string()));
         put(
             "--synthetic-input-tokens-stddev",
             self.synthetic_input_tokens_stddev.map(|v| v.to_string()),
@@ -161,6 +167,12 @@ pub struct HarnessRun {
     pub client: ClientRules,
 }
 
+/// The largest `--request-rate` taken, requests per second.
+pub const MAX_REQUEST_RATE: f64 = 1e6;
+/// The smallest `--request-rate` taken (one request in about 11.6 days), so that no gap overflows the
+/// clock.
+pub const MIN_REQUEST_RATE: f64 = 1e-6;
+
 /// A length draw, its inclusive range, or `Err((option, message))`.
 type Draw = Result<(LengthDist, (u32, u32)), (&'static str, String)>;
 
@@ -188,7 +200,7 @@ impl Harness {
     /// The options this harness takes.
     fn options(self) -> &'static [&'static str] {
         match self {
-            Harness::VllmBench | Harness::InferenceMax => &["random_range_ratio"],
+            Harness::VllmBench | Harness::InferenceMax => &["random_range_ratio", "request_rate"],
             Harness::AiPerf | Harness::GenAiPerf => &[
                 "synthetic_input_tokens_stddev",
                 "output_tokens_stddev",
@@ -392,6 +404,16 @@ impl Harness {
                 )?,
             ),
         };
+        if let Some(r) = options.request_rate
+            && !(r.is_finite() && (MIN_REQUEST_RATE..=MAX_REQUEST_RATE).contains(&r))
+        {
+            return Err((
+                "request_rate",
+                format!(
+                    "must be a rate in [{MIN_REQUEST_RATE}, {MAX_REQUEST_RATE}] requests per second (leave it out for inf), got {r}"
+                ),
+            ));
+        }
         if let Some(w) = options.warmup_request_count
             && w > crate::limits::MAX_ESTIMATE_REQUESTS
         {
@@ -427,6 +449,7 @@ impl Harness {
                 warmup_requests,
                 per_client_quota,
                 definitions,
+                request_rate: options.request_rate,
             },
         })
     }

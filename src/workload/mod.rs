@@ -8,6 +8,7 @@
 //! - [`synthetic`]: open-loop Poisson or gamma requests with shared-prefix groups.
 //! - [`sessions`]: multi-turn conversations, closed or open loop, with shared system prompts.
 //! - [`trace`]: trace readers (Mooncake, Azure, BurstGPT, Vidur, fleetsim's own) and replay.
+//! - [`conversation_prompts`]: a benchmark dataset of cumulative conversation prompts (KubeAI's).
 //! - [`concurrency`]: a benchmark's closed loop, through the [`frontend`] (client dispatch, API server,
 //!   warm-up), measured as the client does ([`crate::metrics::bench`]).
 //! - [`mix`]: several classes of traffic, each with its own priority and SLO, merged into one stream.
@@ -15,6 +16,7 @@
 
 pub mod adapters;
 pub mod concurrency;
+pub mod conversation_prompts;
 pub mod dist;
 pub mod frontend;
 pub mod harness;

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::concurrency::ClientRules;
 use super::concurrency::ClosedLoop;
+use super::conversation_prompts::ConversationPromptsSpec;
 use super::dist::{DistKind, DurationSpec, LengthDist, LengthSpec};
 use super::frontend::FrontendSpec;
 use super::harness::{Harness, HarnessOptions};
@@ -117,6 +118,7 @@ impl WorkloadKind {
                 "random_range_ratio",
                 "options",
                 "frontend",
+                "conversation_prompts",
             ],
             WorkloadKind::Trace => &[
                 "path",
@@ -187,6 +189,11 @@ pub struct WorkloadSpec {
     /// The harness's own options, as it names them (`benchmark`; [`HarnessOptions`]).
     #[serde(default)]
     pub options: Option<HarnessOptions>,
+    /// The benchmark's dataset when it is not the harness's random one: cumulative conversation
+    /// prompts, as KubeAI's prefix-routing benchmark sends them (`benchmark` with vllm-bench;
+    /// [`ConversationPromptsSpec`]). `prompt` and `output` are then left out.
+    #[serde(default)]
+    pub conversation_prompts: Option<ConversationPromptsSpec>,
 
     /// New conversations per second (`sessions`).
     #[serde(default)]
@@ -277,6 +284,9 @@ pub struct ClosedLoopConfig {
     /// The client's warm-up, dispatch and metric rules (a `benchmark`'s harness; `vllm bench serve`'s
     /// otherwise).
     pub client: ClientRules,
+    /// A dataset of conversation prompts, whose prompts and completions the requests are; `prompt`
+    /// and `output` are then the lengths of one user message and one reply.
+    pub conversations: Option<ConversationPromptsSpec>,
 }
 
 /// A staged workload's settings, validated.
@@ -330,6 +340,9 @@ impl WorkloadSpec {
                 if let Some(c) = &mut self.clients {
                     c.0 = ((f64::from(c.0) * factor).round() as u32).max(1);
                 }
+                if let Some(r) = self.options.as_mut().and_then(|o| o.request_rate.as_mut()) {
+                    *r *= factor;
+                }
             }
             WorkloadKind::Trace => {
                 let s = self.speedup.get_or_insert(Positive(1.0));
@@ -345,9 +358,10 @@ impl WorkloadSpec {
     }
 
     /// Which keys are present, by name.
-    fn present(&self) -> [(&'static str, bool); 33] {
+    fn present(&self) -> [(&'static str, bool); 34] {
         [
             ("options", self.options.is_some()),
+            ("conversation_prompts", self.conversation_prompts.is_some()),
             ("stages", self.stages.is_some()),
             ("load", self.load.is_some()),
             ("interval", self.interval.is_some()),
@@ -472,6 +486,7 @@ impl WorkloadSpec {
             shared_prefix: self.shared_prefix()?,
             frontend: self.frontend.unwrap_or_default(),
             client: ClientRules::vllm_bench(self.frontend.unwrap_or_default().warmup),
+            conversations: None,
         })
     }
 
@@ -561,6 +576,9 @@ impl WorkloadSpec {
                 None => Err(self.missing(key)),
             }
         };
+        if let Some(d) = &self.conversation_prompts {
+            return self.conversation_benchmark(harness, clients, &options, frontend, d);
+        }
         let (prompt, output) = (
             nominal(&self.prompt, "prompt")?,
             nominal(&self.output, "output")?,
@@ -596,6 +614,65 @@ impl WorkloadSpec {
             shared_prefix: None,
             frontend,
             client: run.client,
+            conversations: None,
+        })
+    }
+
+    /// A `benchmark` whose dataset is `d`: its prompts and completions, the harness's budget, warm-up,
+    /// dispatch and metrics. Only vllm-bench (KubeAI's script is vLLM's `benchmark_serving.py`) sends
+    /// it, and the lengths are the dataset's, so `prompt`, `output` and a range ratio are refused.
+    fn conversation_benchmark(
+        &self,
+        harness: Harness,
+        clients: PositiveInt,
+        options: &HarnessOptions,
+        frontend: FrontendSpec,
+        d: &ConversationPromptsSpec,
+    ) -> Result<ClosedLoopConfig, Field> {
+        if harness != Harness::VllmBench {
+            return Err(at(
+                "conversation_prompts",
+                format!(
+                    "is a dataset of vllm-bench (KubeAI's fork of vLLM's benchmark_serving.py), not of {harness}"
+                ),
+            ));
+        }
+        for (key, given) in [
+            ("prompt", self.prompt.is_some()),
+            ("output", self.output.is_some()),
+            (
+                "random_range_ratio",
+                self.random_range_ratio.is_some() || options.random_range_ratio.is_some(),
+            ),
+        ] {
+            if given {
+                return Err(at(
+                    key,
+                    "does not apply with conversation_prompts: the lengths are the dataset's",
+                ));
+            }
+        }
+        let (_, user, reply) = d
+            .validate()
+            .map_err(|(k, m)| at(&format!("conversation_prompts.{k}"), m))?;
+        // The prompt and completion lengths are the dataset's; the harness gives the rest.
+        let fixed = 1;
+        let run = harness
+            .run(fixed, fixed, clients.0, options)
+            .map_err(|(k, m)| at(&format!("options.{k}"), m))?;
+        let requests = self
+            .requests
+            .or(run.requests.map(|n| PositiveInt(n.max(1))))
+            .expect("vllm-bench has a default budget");
+        Ok(ClosedLoopConfig {
+            clients,
+            requests: Some(requests),
+            prompt: user,
+            output: reply,
+            shared_prefix: None,
+            frontend,
+            client: run.client,
+            conversations: Some(d.clone()),
         })
     }
 
@@ -778,12 +855,18 @@ impl WorkloadSpec {
             }
             WorkloadKind::Concurrency | WorkloadKind::Benchmark => {
                 let cfg = self.closed_loop().map_err(field)?;
-                let sampler = RequestSampler::new(
-                    &cfg.prompt,
-                    &cfg.output,
-                    cfg.shared_prefix.as_ref(),
-                    &stream(),
-                );
+                let sampler = match &cfg.conversations {
+                    Some(d) => RequestSampler::conversations(
+                        d.build(&stream())
+                            .map_err(|m| format!("workload.conversation_prompts: {m}"))?,
+                    ),
+                    None => RequestSampler::new(
+                        &cfg.prompt,
+                        &cfg.output,
+                        cfg.shared_prefix.as_ref(),
+                        &stream(),
+                    ),
+                };
                 let cap = match (cfg.requests.map(|r| u64::from(r.0)), max_requests) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
@@ -1192,5 +1275,79 @@ output = { dist = "fixed", tokens = 128 }
         let class = &ok.workload.classes.as_ref().unwrap()[0].traffic;
         assert_eq!(class.base_dir(), dir.as_path());
         assert!(class.open_loop().unwrap().curve.is_some());
+    }
+
+    const CONVERSATIONS: &str = r#"
+name = "c"
+duration = "1h"
+
+[[workers]]
+count = 1
+gpu = "l4"
+model = "llama-3.1-8b"
+precision = "fp8"
+
+[workload]
+kind = "benchmark"
+harness = "vllm-bench"
+clients = 16
+requests = 40
+options = { request_rate = 50 }
+
+[workload.conversation_prompts]
+conversations = 3
+messages = { dist = "fixed", tokens = 8 }
+user = { dist = "fixed", tokens = 30 }
+reply = { dist = "fixed", tokens = 70 }
+pool = 10
+"#;
+
+    /// A benchmark over conversation prompts: vllm-bench's budget, warm-up and `--request-rate`, the
+    /// dataset's own lengths; `prompt`, `output`, a range ratio, another harness, a bad rate and a bad
+    /// dataset key are each named. The run sends the pool's prompts, each conversation as a session.
+    #[test]
+    fn a_benchmark_can_send_conversation_prompts_at_a_request_rate() {
+        let s = Scenario::parse(CONVERSATIONS, "s.toml", &[]).unwrap();
+        let c = s.workload.closed_loop().unwrap();
+        assert_eq!(c.requests.unwrap().0, 40);
+        assert_eq!(c.client.request_rate, Some(50.0));
+        assert_eq!(c.client.warmup_requests, 1);
+        assert!(c.conversations.is_some());
+        let mut w = s
+            .workload
+            .build(1, crate::time::SimTime::MAX, None)
+            .unwrap()
+            .workload;
+        // The warm-up first: one of the pool's prompts of 1, 3, 5 or 7 messages (30, 130, 230, 330
+        // tokens), completed by a reply of 70, its conversation its session.
+        let warm = w.next_arrival().unwrap();
+        assert!(
+            [30, 130, 230, 330].contains(&warm.prompt_tokens),
+            "{warm:?}"
+        );
+        assert_eq!(warm.output_tokens, 70);
+        assert!(warm.session.is_some_and(|r| r.id < 3));
+        for (edit, key) in [
+            (
+                "kind = \"benchmark\"\n",
+                "kind = \"benchmark\"\nprompt = { dist = \"fixed\", tokens = 10 }\n",
+            ),
+            ("harness = \"vllm-bench\"", "harness = \"aiperf\""),
+            ("request_rate = 50", "request_rate = -1"),
+            ("request_rate = 50", "random_range_ratio = 0.5"),
+            ("pool = 10", "pool = 10\nturns = 3"),
+            ("tokens = 8", "tokens = 0"),
+        ] {
+            let e = err(&CONVERSATIONS.replace(edit, key));
+            let want = match key {
+                k if k.contains("prompt =") => "workload.prompt",
+                k if k.contains("aiperf") => "conversation_prompts",
+                k if k.contains("-1") => "request_rate",
+                k if k.contains("random_range") => "random_range_ratio",
+                k if k.contains("turns") => "turns",
+                _ => "s.toml:20:",
+            };
+            assert!(e.contains(want), "{key}: {e}");
+        }
     }
 }

@@ -5,6 +5,7 @@ use rand_distr::{Distribution, Zipf};
 use serde::{Deserialize, Serialize};
 
 use super::Workload;
+use super::conversation_prompts::ConversationPrompts;
 use super::dist::{ArrivalProcess, LengthDist};
 use super::rate_curve::RateCurve;
 use crate::config::{Fraction, NonNegative, Positive, PositiveInt};
@@ -109,6 +110,9 @@ pub struct RequestSampler {
     output: LengthDist,
     prefix: Option<(SharedPrefix, Option<Zipf<f64>>)>,
     pool: Option<QuestionPool>,
+    /// A dataset of conversation prompts: when set, every request is its next prompt and nothing is
+    /// drawn.
+    conversations: Option<std::sync::Arc<ConversationPrompts>>,
 }
 
 impl RequestSampler {
@@ -144,6 +148,21 @@ impl RequestSampler {
             output: output.clone(),
             prefix,
             pool,
+            conversations: None,
+        }
+    }
+
+    /// A sampler that sends `dataset`'s prompts in its order (cycled), each with its own completion.
+    pub fn conversations(dataset: ConversationPrompts) -> Self {
+        let one = LengthDist::Fixed {
+            tokens: PositiveInt(1),
+        };
+        RequestSampler {
+            prompt: one.clone(),
+            output: one,
+            prefix: None,
+            pool: None,
+            conversations: Some(std::sync::Arc::new(dataset)),
         }
     }
 
@@ -156,6 +175,9 @@ impl RequestSampler {
     /// As [`RequestSampler::sample`], but a question pool sends its `nth` prompt (cycled) rather than
     /// its `id`-th: a client that restarts the pool's order (inference-perf, at every stage).
     pub fn sample_nth(&self, rng: &mut SimRng, id: u64, nth: u64, at: SimTime) -> Request {
+        if let Some(d) = &self.conversations {
+            return d.request(id, nth, at);
+        }
         if let (Some(pool), Some((p, _))) = (&self.pool, &self.prefix) {
             let entry = pool.order[(nth % pool.order.len() as u64) as usize];
             let segments = vec![
