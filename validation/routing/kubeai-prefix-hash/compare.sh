@@ -34,15 +34,16 @@ print(f"{'load':>10} {'config':12} {'tok/s pub':>10} {'sim':>8} {'TTFT ms pub':>
 for k, r in pub.items():
     print(f"{k[0] + '/' + k[1]:>10} {k[2]:12} {float(r['total_tokens_per_s']):>10.0f} {mean(k, 1):>8.0f} "
           f"{float(r['mean_ttft_ms']):>12.0f} {mean(k, 2):>9.0f} {float(r['mean_itl_ms']):>11.1f} {mean(k, 3):>6.1f} {mean(k, 4):>6.3f}")
-print(f"\n{'ratio of total tokens/s':34}{'published':>10}{'simulated':>11}{'error':>8}{'winner':>8}")
+print(f"\n{'ratio of total tokens/s':34}{'published':>10}{'simulated':>11}{'s.d.':>7}{'error':>8}{'winner':>8}")
 errors = []
 for load in sorted({(k[0], k[1]) for k in pub}, key=lambda l: int(l[1])):
     for a, b in [("prefix_hash", "round_robin"), ("prefix_hash", "least_load"), ("least_load", "round_robin")]:
         ka, kb = load + (a,), load + (b,)
         p = float(pub[ka]["total_tokens_per_s"]) / float(pub[kb]["total_tokens_per_s"])
-        s = st.mean(x[1] / y[1] for x, y in zip(sim[ka], sim[kb]))
+        per_seed = [x[1] / y[1] for x, y in zip(sim[ka], sim[kb])]
+        s = st.mean(per_seed)
         errors.append(abs(s - p) / p)
-        print(f"{load[0] + '/' + load[1] + ' ' + a + ' / ' + b:34}{p:>10.3f}{s:>11.3f}{(s - p) / p:>+8.0%}{'right' if (p > 1) == (s > 1) else 'WRONG':>8}")
+        print(f"{load[0] + '/' + load[1] + ' ' + a + ' / ' + b:34}{p:>10.3f}{s:>11.3f}{st.stdev(per_seed):>7.3f}{(s - p) / p:>+8.0%}{'right' if (p > 1) == (s > 1) else 'WRONG':>8}")
 print(f"median |error| {st.median(errors):.0%}")
 print(f"\n{'mean TTFT, round robin / prefix hash':40}{'published':>10}{'simulated':>11}")
 for load in sorted({(k[0], k[1]) for k in pub}, key=lambda l: int(l[1])):
