@@ -357,3 +357,50 @@ output = {{ dist = "fixed", tokens = 64 }}
         "{u:?} {g:?}"
     );
 }
+
+/// `--request-rate R` under `--max-concurrency C`: below the fleet's capacity the benchmark lasts about
+/// its budget / R (the creations pace it) and its TTFT is about one prefill, where the same budget at
+/// `inf` finishes in a few seconds with the clients queueing behind each other; over KubeAI's
+/// conversation prompts, rounds of a conversation reuse each other's prefixes.
+#[test]
+fn a_request_rate_paces_the_benchmark_and_conversation_prompts_share_prefixes() {
+    let text = |extra: &str| {
+        format!(
+            r#"
+name = "rate"
+seed = 5
+duration = "1h"
+
+[[workers]]
+count = 1
+gpu = "h100"
+model = "llama-3.1-8b"
+
+[workload]
+kind = "benchmark"
+harness = "vllm-bench"
+clients = 8
+requests = 60
+{extra}
+"#
+        )
+    };
+    let lengths = "prompt = { dist = \"fixed\", tokens = 1000 }\noutput = { dist = \"fixed\", tokens = 32 }\n";
+    let (paced, _) = run(&scenario(
+        &text(&format!("{lengths}options = {{ request_rate = 2 }}")),
+        &[],
+    ));
+    let (flat, _) = run(&scenario(&text(lengths), &[]));
+    let (p, f) = (paced.benchmark.unwrap(), flat.benchmark.unwrap());
+    assert!(
+        (20.0..45.0).contains(&p.duration_s),
+        "60 requests at 2/s: {p:?}"
+    );
+    assert!(f.duration_s < 10.0, "{f:?}");
+    assert!(p.ttft_ms.mean < 0.6 * f.ttft_ms.mean, "{p:?} {f:?}");
+    let conversations = "[workload.conversation_prompts]\nconversations = 3\nmessages = { dist = \"fixed\", tokens = 12 }\nuser = { dist = \"fixed\", tokens = 200 }\nreply = { dist = \"fixed\", tokens = 100 }\npool = 18\n";
+    let (conv, _) = run(&scenario(&text(conversations), &[]));
+    assert_eq!(conv.benchmark.unwrap().requests, 60);
+    // 18 prompts of 200–1,700 tokens, each sent 3 or 4 times, rounds sharing their prefixes.
+    assert!(conv.prefix_cache.hit_rate > 0.7, "{:?}", conv.prefix_cache);
+}
