@@ -9,6 +9,12 @@
 //! timings go to a [`BenchLog`] with `vllm bench serve`'s definitions. With the path off every client
 //! sends its first request at t = 0 and its next one at the instant the previous one finished.
 //!
+//! With a request rate ([`ClientRules::request_rate`], `--request-rate R`), the benchmark's requests are
+//! created at Poisson times from its start, and request k is sent at the later of its creation and the
+//! instant a client is free for it (requests go to free clients in creation order, as tasks waiting on
+//! `vllm bench serve`'s semaphore do). The warm-up sends the dataset's first request, and the benchmark
+//! starts again from the first, as `vllm bench serve`'s test prompt is `input_requests[0]`.
+//!
 //! Clients stop sending when the request cap is reached or the arrival window has ended; requests in
 //! flight then run to completion. The warm-up is sent in addition to the cap. A client whose request is
 //! rejected (it can never fit the worker) stops too: resending at the same instant would loop forever
