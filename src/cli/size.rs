@@ -814,9 +814,8 @@ fn tp_text(s: &Scenario, c: &Candidate) -> String {
     }
 }
 
-/// GPUs in a fleet of `shape` (an autoscaled one: at its ceiling).
-/// GPUs of a fleet of `shape` (a co-located pool's workers count are its GPUs, each with one engine of
-/// every group).
+/// GPUs in a fleet of `shape` (an autoscaled one: at its ceiling; a co-located pool: its worker count,
+/// each GPU holding one engine of every group).
 fn gpus(s: &Scenario, c: &Candidate, shape: Shape) -> u32 {
     match shape.second {
         Some(second) => shape.decode * s.workers[0].tp.0 + second * s.workers[1].tp.0,

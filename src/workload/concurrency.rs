@@ -98,8 +98,8 @@ pub struct ClosedLoop {
     sent: Vec<(SimTime, u32)>,
     log: BenchLog,
     /// With a request rate: the gaps between creations, and when the next benchmark request to be
-    /// sent was created (set when the benchmark starts).
-    creation: Option<(ArrivalProcess, Option<SimTime>)>,
+    /// sent was created (the benchmark's start until its first is sent).
+    creation: Option<(ArrivalProcess, SimTime)>,
 }
 
 impl ClosedLoop {
@@ -151,7 +151,7 @@ impl ClosedLoop {
             log: BenchLog::new(rules.definitions),
             creation: rules
                 .request_rate
-                .map(|r| (ArrivalProcess::poisson(r), None)),
+                .map(|r| (ArrivalProcess::poisson(r), SimTime::ZERO)),
         }
     }
 
@@ -175,7 +175,7 @@ impl ClosedLoop {
         }
         // With a request rate, the next request exists only from its creation on; one created after
         // the window is never sent (and not counted).
-        if let Some((_, Some(created))) = &self.creation
+        if let Some((_, created)) = &self.creation
             && *created >= self.end
         {
             return None;
@@ -190,8 +190,8 @@ impl ClosedLoop {
         self.remaining -= 1;
         let sent = match &mut self.creation {
             Some((gaps, next)) => {
-                let created = next.unwrap_or(sent);
-                *next = Some(created + gaps.next_gap(&mut self.rng));
+                let created = *next;
+                *next = created + gaps.next_gap(&mut self.rng);
                 sent.max(created)
             }
             None => sent,
@@ -236,7 +236,7 @@ impl Workload for ClosedLoop {
                 self.phase = Phase::Running;
                 // The first request is created as the benchmark starts.
                 if let Some((_, next)) = &mut self.creation {
-                    *next = Some(start);
+                    *next = start;
                 }
                 for i in 0..self.clients {
                     let sent = self.staggered(start, i);

@@ -142,41 +142,33 @@ impl ConversationPromptsSpec {
             .take(cut)
             .collect();
         rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rng);
-        let built = ConversationPrompts {
-            lengths,
-            order,
-            salt: splitmix64(key ^ fnv1a(b"conversation-message")),
-        };
-        let order = built
-            .order
-            .iter()
-            .copied()
-            .filter(|p| built.kept(*p))
-            .collect::<Vec<_>>();
+        order.retain(|&p| {
+            let (prompt, completion) = tokens(&lengths, p);
+            (MIN_TOKENS..=MAX_PROMPT_TOKENS).contains(&prompt) && completion >= MIN_TOKENS
+        });
         if order.is_empty() {
             return Err(format!(
                 "no prompt passes the benchmark's filters (prompt {MIN_TOKENS}–{MAX_PROMPT_TOKENS} tokens, completion at least {MIN_TOKENS})"
             ));
         }
-        Ok(ConversationPrompts { order, ..built })
+        Ok(ConversationPrompts {
+            lengths,
+            order,
+            salt: splitmix64(key ^ fnv1a(b"conversation-message")),
+        })
     }
 }
 
+/// Prompt and completion tokens of `p` in conversations of `lengths` (the completion 0 where no
+/// message follows).
+fn tokens(lengths: &[Vec<u32>], p: PooledPrompt) -> (u32, u32) {
+    let msgs = &lengths[p.conversation as usize];
+    let prompt = msgs[..p.messages as usize].iter().sum();
+    let completion = msgs.get(p.messages as usize).copied().unwrap_or(0);
+    (prompt, completion)
+}
+
 impl ConversationPrompts {
-    /// Prompt and completion tokens of `p` (the completion 0 where no message follows).
-    fn tokens(&self, p: PooledPrompt) -> (u32, u32) {
-        let msgs = &self.lengths[p.conversation as usize];
-        let prompt = msgs[..p.messages as usize].iter().sum();
-        let completion = msgs.get(p.messages as usize).copied().unwrap_or(0);
-        (prompt, completion)
-    }
-
-    /// Whether the script keeps `p`.
-    fn kept(&self, p: PooledPrompt) -> bool {
-        let (prompt, completion) = self.tokens(p);
-        (MIN_TOKENS..=MAX_PROMPT_TOKENS).contains(&prompt) && completion >= MIN_TOKENS
-    }
-
     /// Prompts in the pool after the filters.
     pub fn len(&self) -> usize {
         self.order.len()
@@ -204,23 +196,13 @@ impl ConversationPrompts {
                 tokens,
             })
             .collect();
-        let (_, completion) = self.tokens(p);
+        let (_, completion) = tokens(&self.lengths, p);
         let session = SessionRef {
             id: u64::from(p.conversation),
             turn: p.messages / 2,
         };
         // The same prompt comes back and the next round quotes it: nothing here is private.
         Request::new(id, Some(session), at, completion, segments)
-    }
-
-    /// Mean prompt and completion tokens over the pool.
-    pub fn mean_tokens(&self) -> (f64, f64) {
-        let n = self.order.len() as f64;
-        let (p, c) = self.order.iter().fold((0.0, 0.0), |(p, c), &x| {
-            let (a, b) = self.tokens(x);
-            (p + f64::from(a), c + f64::from(b))
-        });
-        (p / n, c / n)
     }
 }
 

@@ -320,25 +320,13 @@ fn fixed_length_groups_persist_over_long_outputs() {
 #[test]
 fn a_benchmark_scenario_reports_with_its_harness_s_definitions() {
     let text = |harness: &str, extra: &str| {
-        format!(
-            r#"
-name = "harness"
-seed = 3
-duration = "1h"
-
-[[workers]]
-count = 1
-gpu = "h100"
-model = "llama-3.1-8b"
-
-[workload]
-kind = "benchmark"
-harness = "{harness}"
-clients = 8
-prompt = {{ dist = "fixed", tokens = 2000 }}
-output = {{ dist = "fixed", tokens = 64 }}
-{extra}
-"#
+        benchmark_on_one_h100(
+            "harness",
+            3,
+            harness,
+            &format!(
+                "prompt = {{ dist = \"fixed\", tokens = 2000 }}\noutput = {{ dist = \"fixed\", tokens = 64 }}\n{extra}"
+            ),
         )
     };
     let (genai, _) = run(&scenario(&text("genai-perf", ""), &[]));
@@ -365,25 +353,7 @@ output = {{ dist = "fixed", tokens = 64 }}
 #[test]
 fn a_request_rate_paces_the_benchmark_and_conversation_prompts_share_prefixes() {
     let text = |extra: &str| {
-        format!(
-            r#"
-name = "rate"
-seed = 5
-duration = "1h"
-
-[[workers]]
-count = 1
-gpu = "h100"
-model = "llama-3.1-8b"
-
-[workload]
-kind = "benchmark"
-harness = "vllm-bench"
-clients = 8
-requests = 60
-{extra}
-"#
-        )
+        benchmark_on_one_h100("rate", 5, "vllm-bench", &format!("requests = 60\n{extra}"))
     };
     let lengths = "prompt = { dist = \"fixed\", tokens = 1000 }\noutput = { dist = \"fixed\", tokens = 32 }\n";
     let (paced, _) = run(&scenario(
@@ -403,4 +373,27 @@ requests = 60
     assert_eq!(conv.benchmark.unwrap().requests, 60);
     // 18 prompts of 200–1,700 tokens, each sent 3 or 4 times, rounds sharing their prefixes.
     assert!(conv.prefix_cache.hit_rate > 0.7, "{:?}", conv.prefix_cache);
+}
+
+/// A `benchmark` scenario of `harness` at 8 clients on one H100 serving Llama-3.1-8B, its workload
+/// table ending with `body`.
+fn benchmark_on_one_h100(name: &str, seed: u64, harness: &str, body: &str) -> String {
+    format!(
+        r#"
+name = "{name}"
+seed = {seed}
+duration = "1h"
+
+[[workers]]
+count = 1
+gpu = "h100"
+model = "llama-3.1-8b"
+
+[workload]
+kind = "benchmark"
+harness = "{harness}"
+clients = 8
+{body}
+"#
+    )
 }
