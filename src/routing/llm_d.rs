@@ -2,11 +2,21 @@
 //! `llm-d/llm-d-inference-scheduler`, now `llm-d/llm-d-router`) with its weighted scorers and
 //! max-score picker.
 //!
-//! `score = prefix_weight · prefix + queue_weight · queue + kv_weight · kv`, with llm-d's scorers:
-//! prefix = matched blocks / prompt blocks, both counted within the prefix producer's window; queue =
-//! (max queued − queued) / (max − min) over the candidates (1 when all are equal); kv = 1 − KV
-//! utilisation. The highest score wins; ties are drawn at random (the max-score picker shuffles before
-//! it sorts). Weights 3 : 2 : 2 are `loadDefaultConfig`'s in every release `version` names.
+//! `score = prefix_weight · prefix + queue_weight · queue + kv_weight · kv + active_request_weight ·
+//! active`, with llm-d's scorers: prefix = matched blocks / prompt blocks, both counted within the
+//! prefix producer's window; queue = (max queued − queued) / (max − min) over the candidates (1 when
+//! all are equal); kv = 1 − KV utilisation; active (the `active-request-scorer`) = 1 for a worker with
+//! no request in flight, else (max in flight − in flight) / max in flight, counted by the scheduler
+//! itself (never stale). The highest score wins; ties are drawn at random (the max-score picker
+//! shuffles before it sorts). Weights 3 : 2 : 2 : 0 are `loadDefaultConfig`'s in every release
+//! `version` names (the active-request scorer is not in it).
+//!
+//! The active-request scorer counts a request until its response completes from
+//! llm-d-inference-scheduler v0.4.0 on (#378, `ResponseComplete`). In v0.3.0–v0.3.2 it released the
+//! request in `PostResponse`, which the Gateway API Inference Extension (v0.5–v1.0) runs when the
+//! response *headers* arrive; a streamed vLLM completion sends them before its first token, so every
+//! pod held about zero requests and scored 1: the scorer added the same to every pod. For those
+//! releases write `active_request_weight = 0`.
 //!
 //! - `llm_d` is the scheduler's built-in default, the approximate prefix producer: a per-worker LRU of
 //!   the block hashes the scheduler itself sent there, blind to evictions. Its hashing changed between
@@ -110,6 +120,9 @@ pub struct LlmDParams {
     pub queue_weight: NonNegative,
     #[serde(default = "two")]
     pub kv_weight: NonNegative,
+    /// Weight of the active-request scorer (requests in flight per worker; 0: not configured).
+    #[serde(default)]
+    pub active_request_weight: NonNegative,
     /// Hashed blocks (of the version's size) the prefix producer looks at and indexes, at most, instead
     /// of the version's window (0: the whole prompt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,6 +139,9 @@ pub struct LlmDPreciseParams {
     pub queue_weight: NonNegative,
     #[serde(default = "one")]
     pub kv_weight: NonNegative,
+    /// Weight of the active-request scorer (requests in flight per worker; 0: not configured).
+    #[serde(default)]
+    pub active_request_weight: NonNegative,
     /// Prompt blocks the prefix scorer looks at, at most (0: all).
     #[serde(default = "default_precise_window")]
     pub max_prefix_blocks: u32,
@@ -151,6 +167,7 @@ impl Default for LlmDParams {
             prefix_weight: three(),
             queue_weight: two(),
             kv_weight: two(),
+            active_request_weight: NonNegative(0.0),
             max_prefix_blocks: None,
         }
     }
@@ -162,6 +179,7 @@ impl Default for LlmDPreciseParams {
             prefix_weight: two(),
             queue_weight: one(),
             kv_weight: one(),
+            active_request_weight: NonNegative(0.0),
             max_prefix_blocks: default_precise_window(),
         }
     }
@@ -270,7 +288,8 @@ impl PrefixScale {
 /// llm-d's weighted-scorer scheduler.
 #[derive(Debug)]
 pub struct LlmD {
-    weights: [f64; 3],
+    /// Prefix, queue, KV and active-request weights.
+    weights: [f64; 4],
     prefix: PrefixCount,
     name: &'static str,
 }
@@ -283,6 +302,7 @@ impl LlmD {
                 params.prefix_weight.0,
                 params.queue_weight.0,
                 params.kv_weight.0,
+                params.active_request_weight.0,
             ],
             prefix: PrefixCount::Approximate {
                 version: params.version,
@@ -299,6 +319,7 @@ impl LlmD {
                 params.prefix_weight.0,
                 params.queue_weight.0,
                 params.kv_weight.0,
+                params.active_request_weight.0,
             ],
             prefix: PrefixCount::Engine {
                 window: params.max_prefix_blocks,
@@ -320,7 +341,8 @@ impl RoutingPolicy for LlmD {
     fn route(&mut self, input: &RouteInput, rng: &mut SimRng) -> Option<Decision> {
         let max_q = input.up().map(|w| w.queued).max()?;
         let min_q = input.up().map(|w| w.queued).min()?;
-        let [wp, wq, wk] = self.weights;
+        let max_active = input.up().map(|w| w.outstanding).max()?;
+        let [wp, wq, wk, wa] = self.weights;
         let scale = self.prefix.scale(input);
         let worker = max_score_random_tie(
             input.workers,
@@ -332,13 +354,18 @@ impl RoutingPolicy for LlmD {
                     f64::from(max_q - w.queued) / f64::from(max_q - min_q)
                 };
                 let kv = 1.0 - w.kv_utilization;
-                wp * prefix + wq * queue + wk * kv
+                let active = if w.outstanding == 0 {
+                    1.0
+                } else {
+                    f64::from(max_active - w.outstanding) / f64::from(max_active)
+                };
+                wp * prefix + wq * queue + wk * kv + wa * active
             },
             rng,
         )?;
         Some(Decision {
             worker,
-            reason: "highest weighted score (prefix, queue, kv)",
+            reason: "highest weighted score (prefix, queue, kv, active requests)",
         })
     }
 }
@@ -572,5 +599,41 @@ mod tests {
             ..new
         };
         assert_eq!(lifted.indexed_blocks(16), None);
+    }
+    #[test]
+    fn the_active_request_scorer_counts_requests_in_flight() {
+        // Worker 0 has 4 requests in flight, worker 1 has 1, worker 2 has 3; none is queued and KV is
+        // free everywhere, so queue and KV tie and only the active-request term separates them:
+        // (4 − 4)/4 = 0, (4 − 1)/4 = 0.75, (4 − 3)/4 = 0.25.
+        let ws = snapshots(&[4, 1, 3]);
+        let mut rng = from_u64(0);
+        let mut p = LlmD::new(&LlmDParams {
+            prefix_weight: NonNegative(0.0),
+            active_request_weight: NonNegative(1.0),
+            ..v0_8()
+        });
+        for _ in 0..16 {
+            let d = route_with(&mut p, &request(1), &ws, &[0, 0, 0], 10, &mut rng).unwrap();
+            assert_eq!(d.worker, 1);
+        }
+        // A worker with nothing in flight scores 1 whatever the others hold.
+        let ws = snapshots(&[4, 0, 3]);
+        let mut seen = [false; 3];
+        for _ in 0..64 {
+            let d = route_with(&mut p, &request(1), &ws, &[0, 0, 0], 10, &mut rng).unwrap();
+            seen[d.worker] = true;
+        }
+        assert_eq!(seen, [false, true, false], "the idle worker scores highest");
+        // Without the scorer (weight 0, the default) the three tie.
+        let mut plain = LlmD::new(&LlmDParams {
+            prefix_weight: NonNegative(0.0),
+            ..v0_8()
+        });
+        let mut seen = [false; 3];
+        for _ in 0..64 {
+            let d = route_with(&mut plain, &request(1), &ws, &[0, 0, 0], 10, &mut rng).unwrap();
+            seen[d.worker] = true;
+        }
+        assert_eq!(seen, [true, true, true]);
     }
 }
