@@ -79,8 +79,8 @@ fn each_reproduction_s_short_cut_keeps_its_recorded_ratios() {
         );
     }
     assert!(
-        runs.len() >= 13,
-        "every configuration of the four experiments runs"
+        runs.len() >= 17,
+        "every configuration of the five experiments runs"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
