@@ -247,6 +247,7 @@ fn simulate(
 ) -> Result<(Summary, BenchReport), String> {
     let requests = workload.requests.map(|r| u64::from(r.0));
     let scenario = Scenario {
+        origin: String::new(),
         name: "estimate".into(),
         seed: 0,
         // The request cap ends the run; the window only has to outlast it.

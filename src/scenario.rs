@@ -31,6 +31,10 @@ pub struct ScenarioError {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
+    /// The file the scenario was read from (`parse`'s `file`), named with the line in errors found
+    /// only when its simulation is built; empty for a scenario made in code. Not a key of the format.
+    #[serde(skip)]
+    pub origin: String,
     /// Short name, copied into every output.
     pub name: String,
     /// Master seed of every random stream.
@@ -418,6 +422,7 @@ impl Scenario {
                 .map_err(|e: toml::de::Error| override_error(text, file, overrides, &e))?
         };
         apply_gpu_engine_defaults(&mut scenario, text, overrides);
+        scenario.origin = file.to_string();
         scenario.workload.set_base_dir(
             Path::new(file)
                 .parent()
@@ -1264,6 +1269,27 @@ fn toml_error(text: &str, file: &str, e: &toml::de::Error) -> ScenarioError {
 /// text, best effort; for messages about a scenario that parsed.
 pub fn line_of(text: &str, path: &str) -> Option<usize> {
     find_line(text, path)
+}
+
+impl Scenario {
+    /// `message`, an error found in this scenario after it loaded (`field: what is wrong`, as the
+    /// simulation's builder writes them), prefixed with the scenario's file and the field's line there
+    /// when they are known.
+    pub fn locate(&self, message: String) -> String {
+        if self.origin.is_empty() {
+            return message;
+        }
+        let field = message.split_once(": ").map(|(f, _)| f);
+        let line = field.filter(|f| !f.contains(' ')).and_then(|f| {
+            std::fs::read_to_string(&self.origin)
+                .ok()
+                .and_then(|t| find_line(&t, f))
+        });
+        match line {
+            Some(l) => format!("{}:{l}: {message}", self.origin),
+            None => format!("{}: {message}", self.origin),
+        }
+    }
 }
 
 /// Best-effort line of a field path such as `workers[1].tp` or `workload.cv` in the original text.

@@ -303,8 +303,13 @@ pub struct Simulation {
 }
 
 impl Simulation {
-    /// Builds the fleet, router and workload that `scenario` describes.
+    /// Builds the fleet, router and workload that `scenario` describes; an error names the scenario's
+    /// file and line where it has one ([`Scenario::locate`]).
     pub fn from_scenario(s: &Scenario) -> Result<Self, String> {
+        Self::build(s).map_err(|m| s.locate(m))
+    }
+
+    fn build(s: &Scenario) -> Result<Self, String> {
         let mut workers = Vec::with_capacity(s.worker_count());
         let mut starts = Vec::new();
         for g in &s.workers {

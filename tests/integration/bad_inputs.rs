@@ -66,6 +66,7 @@ const SCENARIO_EDITS: &[(&str, &str, &str, Expect)] = &[
     ("warmup-too-long", "[slo]", "[metrics]\nwarmup = \"10s\"\n\n[slo]", Fail(&["warmup-too-long.toml:23:", "metrics.warmup", "shorter than `duration`"])),
     ("warmup-fixed", "[slo]", "[metrics]\nwarmup = \"2s\"\n\n[slo]", Ok(&["steady state from 2.0 s (fixed warm-up"])),
     ("count0", "count = 2", "count = 0", Fail(&["count0.toml:7:", "count", "at least 1"])),
+    ("empty-dataset", "kind = \"poisson\"\nrate = 5.0\nprompt = { dist = \"fixed\", tokens = 100 }\noutput = { dist = \"fixed\", tokens = 10 }", "kind = \"benchmark\"\nharness = \"vllm-bench\"\nclients = 4\nrequests = 10\n\n[workload.conversation_prompts]\nconversations = 1\nmessages = { dist = \"fixed\", tokens = 1 }\nuser = { dist = \"fixed\", tokens = 2 }\nreply = { dist = \"fixed\", tokens = 2 }", Fail(&["empty-dataset.toml:19:", "workload.conversation_prompts", "no prompt passes"])),
     ("count-neg", "count = 2", "count = -1", Fail(&["count", "at least 1"])),
     ("count-frac", "count = 2", "count = 4.5", Fail(&["count", "expected a whole number", "4.5"])),
     ("count-text", "count = 2", "count = \"two\"", Fail(&["count", "whole number", "two"])),
