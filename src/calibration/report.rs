@@ -199,7 +199,7 @@ fn kv_capacity(o: &mut String, c: &Calibration) {
          `max_model_len`-token prompt, and it reports a 9.37 GiB activation peak) is a behaviour of that \
          engine generation the reserve does not follow; it is kept to show the gap, not fitted.\n\n\
          The eight vLLM 0.19.0 rows are full start-up logs (one H100 node, utilisation 0.95): the \
-         estimate comes 2.9–5.6% under every one of them. Their own memory lines say why: the profiling \
+         estimate comes 3.1–6.9% under every one of them. Their own memory lines say why: the profiling \
          run's torch peak is 1.9–2.3 GiB there, against the 4–5 GiB of activations and sampler warm-up the \
          fitted reserve holds, which follows the 2025 logs it was fitted to (vLLM 0.17 cut that peak: on \
          Qwen3-14B it fell from 5.64 to 2.23 GiB between 0.16 and 0.17, per the same repository's version \
@@ -208,7 +208,10 @@ fn kv_capacity(o: &mut String, c: &Calibration) {
          an FP8 cache would. So a group with `precision = \"fp8\"` and no `kv_cache_dtype` keeps a BF16 \
          cache, as `auto` does for every checkpoint without a KV-cache directive (and, before vLLM PR \
          #30785 of December 2025, for ModelOpt checkpoints with one); with an FP8 cache the estimate \
-         would be +92% and +94% on those two rows. Where the KV cache binds, set `kv_cache_dtype` to what \
+         would be +86% and +92% on those two rows. FP8 weights are counted with the input embedding \
+         and the output projection in BF16, as vLLM's FP8 method leaves them: with that, Llama-3.1-8B's \
+         BF16 and FP8 logs at TP 1 imply the same 2.60 GiB per GPU for everything else, where every \
+         weight at one byte made the FP8 log imply 3.58. Where the KV cache binds, set `kv_cache_dtype` to what \
          the server runs, or `kv_blocks` on the worker group to a logged value / 16.\n"
     );
 }
