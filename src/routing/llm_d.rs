@@ -3,13 +3,15 @@
 //! max-score picker.
 //!
 //! `score = prefix_weight · prefix + queue_weight · queue + kv_weight · kv + active_request_weight ·
-//! active`, with llm-d's scorers: prefix = matched blocks / prompt blocks, both counted within the
-//! prefix producer's window; queue = (max queued − queued) / (max − min) over the candidates (1 when
-//! all are equal); kv = 1 − KV utilisation; active (the `active-request-scorer`) = 1 for a worker with
-//! no request in flight, else (max in flight − in flight) / max in flight, counted by the scheduler
-//! itself (never stale). The highest score wins; ties are drawn at random (the max-score picker
-//! shuffles before it sorts). Weights 3 : 2 : 2 : 0 are `loadDefaultConfig`'s in every release
-//! `version` names (the active-request scorer is not in it).
+//! active + load_aware_weight · load`, with llm-d's scorers: prefix = matched blocks / prompt blocks,
+//! both counted within the prefix producer's window; queue = (max queued − queued) / (max − min) over
+//! the candidates (1 when all are equal); kv = 1 − KV utilisation; active (the
+//! `active-request-scorer`) = 1 for a worker with no request in flight, else (max in flight − in
+//! flight) / max in flight, counted by the scheduler itself (never stale); load (the
+//! `load-aware-scorer`) = 0.5 for a worker with an empty queue, else 0.5 · (1 − min(queued,
+//! threshold) / threshold). The highest score wins; ties are drawn at random (the max-score picker
+//! shuffles before it sorts). Weights 3 : 2 : 2 : 0 : 0 are `loadDefaultConfig`'s in every release
+//! `version` names (the active-request and load-aware scorers are not in it).
 //!
 //! The active-request scorer counts a request until its response completes from
 //! llm-d-inference-scheduler v0.4.0 on (#378, `ResponseComplete`). In v0.3.0–v0.3.2 it released the
@@ -39,7 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use super::pick::max_score_random_tie;
 use super::{Decision, RouteInput, RoutingPolicy};
-use crate::config::NonNegative;
+use crate::config::{NonNegative, PositiveInt};
 use crate::rng::SimRng;
 
 /// The release of llm-d's scheduler `llm_d` follows; the releases differ in the approximate prefix
@@ -123,6 +125,13 @@ pub struct LlmDParams {
     /// Weight of the active-request scorer (requests in flight per worker; 0: not configured).
     #[serde(default)]
     pub active_request_weight: NonNegative,
+    /// Weight of the load-aware scorer (the engine's waiting queue against a threshold; 0: not
+    /// configured).
+    #[serde(default)]
+    pub load_aware_weight: NonNegative,
+    /// The load-aware scorer's `threshold`: queued requests at which it scores 0.
+    #[serde(default = "default_load_threshold")]
+    pub load_aware_threshold: PositiveInt,
     /// Hashed blocks (of the version's size) the prefix producer looks at and indexes, at most, instead
     /// of the version's window (0: the whole prompt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +151,13 @@ pub struct LlmDPreciseParams {
     /// Weight of the active-request scorer (requests in flight per worker; 0: not configured).
     #[serde(default)]
     pub active_request_weight: NonNegative,
+    /// Weight of the load-aware scorer (the engine's waiting queue against a threshold; 0: not
+    /// configured).
+    #[serde(default)]
+    pub load_aware_weight: NonNegative,
+    /// The load-aware scorer's `threshold`: queued requests at which it scores 0.
+    #[serde(default = "default_load_threshold")]
+    pub load_aware_threshold: PositiveInt,
     /// Prompt blocks the prefix scorer looks at, at most (0: all).
     #[serde(default = "default_precise_window")]
     pub max_prefix_blocks: u32,
@@ -156,6 +172,10 @@ fn two() -> NonNegative {
 fn three() -> NonNegative {
     NonNegative(3.0)
 }
+/// `QueueThresholdDefault` of llm-d-inference-scheduler's load-aware scorer (v0.3.0 to v0.8.0).
+fn default_load_threshold() -> PositiveInt {
+    PositiveInt(128)
+}
 fn default_precise_window() -> u32 {
     2048
 }
@@ -168,6 +188,8 @@ impl Default for LlmDParams {
             queue_weight: two(),
             kv_weight: two(),
             active_request_weight: NonNegative(0.0),
+            load_aware_weight: NonNegative(0.0),
+            load_aware_threshold: default_load_threshold(),
             max_prefix_blocks: None,
         }
     }
@@ -180,6 +202,8 @@ impl Default for LlmDPreciseParams {
             queue_weight: one(),
             kv_weight: one(),
             active_request_weight: NonNegative(0.0),
+            load_aware_weight: NonNegative(0.0),
+            load_aware_threshold: default_load_threshold(),
             max_prefix_blocks: default_precise_window(),
         }
     }
@@ -288,8 +312,10 @@ impl PrefixScale {
 /// llm-d's weighted-scorer scheduler.
 #[derive(Debug)]
 pub struct LlmD {
-    /// Prefix, queue, KV and active-request weights.
-    weights: [f64; 4],
+    /// Prefix, queue, KV, active-request and load-aware weights.
+    weights: [f64; 5],
+    /// The load-aware scorer's threshold, in queued requests.
+    load_threshold: f64,
     prefix: PrefixCount,
     name: &'static str,
 }
@@ -303,7 +329,9 @@ impl LlmD {
                 params.queue_weight.0,
                 params.kv_weight.0,
                 params.active_request_weight.0,
+                params.load_aware_weight.0,
             ],
+            load_threshold: f64::from(params.load_aware_threshold.0),
             prefix: PrefixCount::Approximate {
                 version: params.version,
                 max_prefix_blocks: params.max_prefix_blocks,
@@ -320,7 +348,9 @@ impl LlmD {
                 params.queue_weight.0,
                 params.kv_weight.0,
                 params.active_request_weight.0,
+                params.load_aware_weight.0,
             ],
+            load_threshold: f64::from(params.load_aware_threshold.0),
             prefix: PrefixCount::Engine {
                 window: params.max_prefix_blocks,
             },
@@ -342,7 +372,7 @@ impl RoutingPolicy for LlmD {
         let max_q = input.up().map(|w| w.queued).max()?;
         let min_q = input.up().map(|w| w.queued).min()?;
         let max_active = input.up().map(|w| w.outstanding).max()?;
-        let [wp, wq, wk, wa] = self.weights;
+        let [wp, wq, wk, wa, wl] = self.weights;
         let scale = self.prefix.scale(input);
         let worker = max_score_random_tie(
             input.workers,
@@ -359,13 +389,18 @@ impl RoutingPolicy for LlmD {
                 } else {
                     f64::from(max_active - w.outstanding) / f64::from(max_active)
                 };
-                wp * prefix + wq * queue + wk * kv + wa * active
+                let load = if w.queued == 0 {
+                    0.5
+                } else {
+                    0.5 * (1.0 - f64::from(w.queued).min(self.load_threshold) / self.load_threshold)
+                };
+                wp * prefix + wq * queue + wk * kv + wa * active + wl * load
             },
             rng,
         )?;
         Some(Decision {
             worker,
-            reason: "highest weighted score (prefix, queue, kv, active requests)",
+            reason: "highest weighted score (prefix, queue, kv, active requests, load)",
         })
     }
 }
@@ -635,5 +670,52 @@ mod tests {
             seen[d.worker] = true;
         }
         assert_eq!(seen, [true, true, true]);
+    }
+    #[test]
+    fn the_load_aware_scorer_halves_an_empty_queue_and_floors_at_its_threshold() {
+        // Only the load-aware term: queued 0 → 0.5, 64 → 0.5 · (1 − 64/128) = 0.25, 200 → 0 (capped).
+        let mut p = LlmD::new(&LlmDParams {
+            prefix_weight: NonNegative(0.0),
+            queue_weight: NonNegative(0.0),
+            kv_weight: NonNegative(0.0),
+            load_aware_weight: NonNegative(1.0),
+            ..v0_8()
+        });
+        let mut rng = from_u64(0);
+        let mut ws = snapshots(&[0, 0, 0]);
+        for (w, q) in ws.iter_mut().zip([64, 0, 200]) {
+            w.queued = q;
+        }
+        for _ in 0..16 {
+            let d = route_with(&mut p, &request(1), &ws, &[0, 0, 0], 10, &mut rng).unwrap();
+            assert_eq!(d.worker, 1);
+        }
+        // At threshold 50, queues of 64 and 200 both score 0 and tie; the empty queue still wins.
+        let mut low = LlmD::new(&LlmDParams {
+            prefix_weight: NonNegative(0.0),
+            queue_weight: NonNegative(0.0),
+            kv_weight: NonNegative(0.0),
+            load_aware_weight: NonNegative(1.0),
+            load_aware_threshold: PositiveInt(50),
+            ..v0_8()
+        });
+        ws[1].queued = 10; // 0.5 · (1 − 10/50) = 0.4
+        let mut seen = [false; 3];
+        for _ in 0..64 {
+            let d = route_with(&mut low, &request(1), &ws, &[0, 0, 0], 10, &mut rng).unwrap();
+            seen[d.worker] = true;
+        }
+        assert_eq!(seen, [false, true, false]);
+        ws[1].queued = 60;
+        let mut seen = [false; 3];
+        for _ in 0..64 {
+            let d = route_with(&mut low, &request(1), &ws, &[0, 0, 0], 10, &mut rng).unwrap();
+            seen[d.worker] = true;
+        }
+        assert_eq!(
+            seen,
+            [true, true, true],
+            "every queue past the threshold scores 0"
+        );
     }
 }
