@@ -718,4 +718,40 @@ mod tests {
             "every queue past the threshold scores 0"
         );
     }
+    #[test]
+    fn the_active_request_and_load_aware_scores_have_their_sizes() {
+        // Against the KV term (weight 1), the sizes decide. Active requests: worker 0 carries the most
+        // (4 of 4: score 0) with a free cache (kv 1): 1.0; worker 1 carries 3 (score 0.25) with a
+        // fifth of its cache used: 0.25 + 0.8 = 1.05, so worker 1 wins.
+        let mut active = LlmD::new(&LlmDParams {
+            prefix_weight: NonNegative(0.0),
+            queue_weight: NonNegative(0.0),
+            kv_weight: NonNegative(1.0),
+            active_request_weight: NonNegative(1.0),
+            ..v0_8()
+        });
+        let mut rng = from_u64(0);
+        let mut ws = snapshots(&[4, 3]);
+        ws[1].kv_utilization = 0.2;
+        for _ in 0..16 {
+            let d = route_with(&mut active, &request(1), &ws, &[0, 0], 10, &mut rng).unwrap();
+            assert_eq!(d.worker, 1);
+        }
+        // Load-aware: 64 queued of a threshold of 128 scores 0.25, so worker 0 (free cache) totals
+        // 1.25 against worker 1's 0.5 (empty queue) + 0.6 (40% of its cache used) = 1.1.
+        let mut load = LlmD::new(&LlmDParams {
+            prefix_weight: NonNegative(0.0),
+            queue_weight: NonNegative(0.0),
+            kv_weight: NonNegative(1.0),
+            load_aware_weight: NonNegative(1.0),
+            ..v0_8()
+        });
+        let mut ws = snapshots(&[0, 0]);
+        ws[0].queued = 64;
+        ws[1].kv_utilization = 0.4;
+        for _ in 0..16 {
+            let d = route_with(&mut load, &request(1), &ws, &[0, 0], 10, &mut rng).unwrap();
+            assert_eq!(d.worker, 0);
+        }
+    }
 }
