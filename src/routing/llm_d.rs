@@ -389,11 +389,9 @@ impl RoutingPolicy for LlmD {
                 } else {
                     f64::from(max_active - w.outstanding) / f64::from(max_active)
                 };
-                let load = if w.queued == 0 {
-                    0.5
-                } else {
-                    0.5 * (1.0 - f64::from(w.queued).min(self.load_threshold) / self.load_threshold)
-                };
+                // 0.5 for an empty queue, falling to 0 at the threshold.
+                let load = 0.5
+                    * (1.0 - f64::from(w.queued).min(self.load_threshold) / self.load_threshold);
                 wp * prefix + wq * queue + wk * kv + wa * active + wl * load
             },
             rng,
@@ -418,6 +416,18 @@ mod tests {
         LlmDParams {
             version: LlmDVersion::V0_8,
             ..Default::default()
+        }
+    }
+
+    /// v0.8 with the weights prefix, queue, KV, active-request and load-aware, in that order.
+    fn weighted([p, q, k, a, l]: [f64; 5]) -> LlmDParams {
+        LlmDParams {
+            prefix_weight: NonNegative(p),
+            queue_weight: NonNegative(q),
+            kv_weight: NonNegative(k),
+            active_request_weight: NonNegative(a),
+            load_aware_weight: NonNegative(l),
+            ..v0_8()
         }
     }
 
@@ -674,13 +684,7 @@ mod tests {
     #[test]
     fn the_load_aware_scorer_halves_an_empty_queue_and_floors_at_its_threshold() {
         // Only the load-aware term: queued 0 → 0.5, 64 → 0.5 · (1 − 64/128) = 0.25, 200 → 0 (capped).
-        let mut p = LlmD::new(&LlmDParams {
-            prefix_weight: NonNegative(0.0),
-            queue_weight: NonNegative(0.0),
-            kv_weight: NonNegative(0.0),
-            load_aware_weight: NonNegative(1.0),
-            ..v0_8()
-        });
+        let mut p = LlmD::new(&weighted([0.0, 0.0, 0.0, 0.0, 1.0]));
         let mut rng = from_u64(0);
         let mut ws = snapshots(&[0, 0, 0]);
         for (w, q) in ws.iter_mut().zip([64, 0, 200]) {
@@ -692,12 +696,8 @@ mod tests {
         }
         // At threshold 50, queues of 64 and 200 both score 0 and tie; the empty queue still wins.
         let mut low = LlmD::new(&LlmDParams {
-            prefix_weight: NonNegative(0.0),
-            queue_weight: NonNegative(0.0),
-            kv_weight: NonNegative(0.0),
-            load_aware_weight: NonNegative(1.0),
             load_aware_threshold: PositiveInt(50),
-            ..v0_8()
+            ..weighted([0.0, 0.0, 0.0, 0.0, 1.0])
         });
         ws[1].queued = 10; // 0.5 · (1 − 10/50) = 0.4
         let mut seen = [false; 3];
@@ -723,13 +723,7 @@ mod tests {
         // Against the KV term (weight 1), the sizes decide. Active requests: worker 0 carries the most
         // (4 of 4: score 0) with a free cache (kv 1): 1.0; worker 1 carries 3 (score 0.25) with a
         // fifth of its cache used: 0.25 + 0.8 = 1.05, so worker 1 wins.
-        let mut active = LlmD::new(&LlmDParams {
-            prefix_weight: NonNegative(0.0),
-            queue_weight: NonNegative(0.0),
-            kv_weight: NonNegative(1.0),
-            active_request_weight: NonNegative(1.0),
-            ..v0_8()
-        });
+        let mut active = LlmD::new(&weighted([0.0, 0.0, 1.0, 1.0, 0.0]));
         let mut rng = from_u64(0);
         let mut ws = snapshots(&[4, 3]);
         ws[1].kv_utilization = 0.2;
@@ -739,13 +733,7 @@ mod tests {
         }
         // Load-aware: 64 queued of a threshold of 128 scores 0.25, so worker 0 (free cache) totals
         // 1.25 against worker 1's 0.5 (empty queue) + 0.6 (40% of its cache used) = 1.1.
-        let mut load = LlmD::new(&LlmDParams {
-            prefix_weight: NonNegative(0.0),
-            queue_weight: NonNegative(0.0),
-            kv_weight: NonNegative(1.0),
-            load_aware_weight: NonNegative(1.0),
-            ..v0_8()
-        });
+        let mut load = LlmD::new(&weighted([0.0, 0.0, 1.0, 0.0, 1.0]));
         let mut ws = snapshots(&[0, 0]);
         ws[0].queued = 64;
         ws[1].kv_utilization = 0.4;
