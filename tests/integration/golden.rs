@@ -40,3 +40,92 @@ fn comparison_table_is_unchanged() {
     let table = fleetsim::compare::Comparison::new(&s, &contenders, &outputs).to_markdown();
     insta::assert_snapshot!("sticky_crash_90s_comparison_md", table);
 }
+
+/// FNV-1a, 64 bits: a hash whose value no toolchain or crate update can change.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Every bundled scenario, cut to a short arrival window, gives the same `summary.json` to the byte: a
+/// refactor that means to change no behaviour shows here that it changed none. One line per scenario
+/// (its name, the JSON's length and hash); a scenario whose line changes must have changed on purpose.
+#[test]
+fn every_bundled_scenario_s_summary_is_unchanged() {
+    let dir = scenario_path("quickstart.toml")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".toml").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    assert!(names.len() >= 29, "{names:?}");
+    let lines: Vec<String> = names
+        .iter()
+        .map(|name| {
+            let s = Scenario::load(
+                &dir.join(format!("{name}.toml")),
+                &[
+                    "duration=\"20s\"".to_string(),
+                    "max_requests=400".to_string(),
+                ],
+            )
+            .unwrap();
+            let json = run(&s).0.to_json();
+            format!(
+                "{name}: {} bytes, fnv1a {:016x}",
+                json.len(),
+                fnv1a(json.as_bytes())
+            )
+        })
+        .collect();
+    insta::assert_snapshot!("bundled_summaries_20s", lines.join("\n"));
+}
+
+/// The bundled fault and autoscaling scenarios with their events moved into a short run (the crash or
+/// slowdown at 30 s of 90 s; 20 minutes of the diurnal ramp), so that the byte check above also covers
+/// failure detection, recovery and scaling.
+#[test]
+fn bundled_fault_and_autoscale_summaries_are_unchanged() {
+    let cases: [(&str, &[&str]); 6] = [
+        (
+            "failure-rack-loss",
+            &["duration=\"90s\"", "faults[0].at=\"30s\""],
+        ),
+        (
+            "failure-slowdown",
+            &[
+                "duration=\"90s\"",
+                "faults[0].at=\"30s\"",
+                "faults[0].duration=\"30s\"",
+            ],
+        ),
+        (
+            "failure-sticky-crash",
+            &["duration=\"90s\"", "faults[0].at=\"30s\""],
+        ),
+        ("autoscale-diurnal", &["duration=\"20m\""]),
+        ("autoscale-diurnal-slo", &["duration=\"20m\""]),
+        ("autoscale-two-models", &["duration=\"20m\""]),
+    ];
+    let lines: Vec<String> = cases
+        .iter()
+        .map(|(name, sets)| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            let s = Scenario::load(&scenario_path(&format!("{name}.toml")), &sets).unwrap();
+            let json = run(&s).0.to_json();
+            format!(
+                "{name}: {} bytes, fnv1a {:016x}",
+                json.len(),
+                fnv1a(json.as_bytes())
+            )
+        })
+        .collect();
+    insta::assert_snapshot!("bundled_fault_and_autoscale_summaries", lines.join("\n"));
+}
