@@ -10,6 +10,7 @@ use crate::config::{Fraction, PositiveInt, toml_error_parts, toml_value};
 use crate::faults::{FaultPlan, FaultSpec, Fleet, RestartSpec};
 use crate::gateway::{GatewaySpec, SessionState};
 use crate::hardware::{GpuId, ModelId, PerfModel, Precision, Profile, ProfileKey};
+pub use crate::metrics::Slo;
 use crate::metrics::timeseries::MetricsSpec;
 use crate::routing::RouterSpec;
 use crate::time::SimDuration;
@@ -373,23 +374,6 @@ impl WorkerGroup {
             ),
         }
     }
-}
-
-/// Service-level objectives: a completed request is *good* if it meets every one that is set.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Slo {
-    /// Time to first token.
-    #[serde(default)]
-    pub ttft: Option<SimDuration>,
-    /// Time per output token after the first.
-    #[serde(default)]
-    pub tpot: Option<SimDuration>,
-    /// Also judge p95 TTFT and p95 TPOT on every window of this width in steady state, the worst one
-    /// counting (`summary.json` `slo_window`; `fleetsim size` requires the worst window to meet the
-    /// targets, so a burst cannot hide in a whole-run p95). A multiple of `[metrics] window`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window: Option<SimDuration>,
 }
 
 impl Scenario {

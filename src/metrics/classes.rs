@@ -12,7 +12,7 @@ use super::collector::Latency;
 use super::record::{Outcome, RequestRecord};
 use super::steady::Obs;
 use super::summary::{Dist, round};
-use crate::scenario::Slo;
+use crate::metrics::Slo;
 
 /// Whole-run counts of one class.
 #[derive(Debug, Clone)]

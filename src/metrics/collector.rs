@@ -13,7 +13,7 @@ use super::recovery::{RunView, Timeline, Timelines};
 use super::steady::{Obs, Steady};
 use super::timeseries::{FaultMark, MetricsSpec, TimeSeries};
 use super::warmup::{WarmupState, WarmupSummary};
-use crate::scenario::Slo;
+use crate::metrics::Slo;
 use crate::time::SimTime;
 
 /// A latency distribution in nanoseconds: exact count, mean, minimum and maximum; percentiles to 3

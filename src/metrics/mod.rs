@@ -15,6 +15,7 @@ pub mod record;
 pub mod recovery;
 pub mod replicas;
 pub mod requests;
+pub mod slo;
 pub mod stages;
 pub mod steady;
 pub mod summary;
@@ -22,6 +23,7 @@ pub mod timeseries;
 pub mod warmup;
 
 pub use collector::Collector;
+pub use slo::Slo;
 pub use summary::Summary;
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 use super::classes::ClassSteady;
 use super::collector::{Breakdown, Latency};
 use super::record::{Outcome, RequestRecord};
-use crate::scenario::Slo;
+use crate::metrics::Slo;
 use crate::time::SimTime;
 
 /// What the steady-state metrics need of a finished request, and no more: 56 bytes, where a

@@ -11,7 +11,6 @@ use super::collector::{Breakdown, Collector, Latency, PROMPT_BUCKETS, TURN_GROUP
 use super::record::RecomputeCause;
 use super::recovery::{self, Recovery};
 use super::steady::Steady;
-use crate::routing::router::ViewAccuracy;
 
 /// Keys of `summary.json`. Add keys freely; never rename one.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -310,6 +309,21 @@ pub struct TierSummary {
     pub bytes_written: u64,
     /// Tokens loaded from this tier instead of recomputed.
     pub recompute_avoided_tokens: u64,
+}
+
+/// How well the router's cache picture matched the workers' real caches, over all decisions.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ViewAccuracy {
+    /// Decisions made.
+    pub decisions: u64,
+    /// Decisions where the router expected more cached prompt blocks on the chosen worker than it had.
+    pub expected_hit_missing: u64,
+    /// Blocks expected but not there, summed.
+    pub expected_hit_missing_blocks: u64,
+    /// Decisions where the chosen worker had more cached prompt blocks than the router knew.
+    pub unexpected_hit: u64,
+    /// Blocks there but not expected, summed.
+    pub unexpected_hit_blocks: u64,
 }
 
 /// The router: its policy, its cache view, and how often its picture of the caches was wrong.

@@ -3,7 +3,7 @@
 
 use super::Collector;
 use super::record::{Outcome, RequestRecord};
-use crate::scenario::Slo;
+use crate::metrics::Slo;
 use crate::time::{SimDuration, SimTime};
 
 pub(super) fn ms(v: u64) -> SimTime {

@@ -1,7 +1,7 @@
 //! The router: a policy, what it knows (its cache view and possibly stale load signals), and a record
 //! of its decisions.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::spec::RouterSpec;
 use super::view::CacheView;
@@ -12,20 +12,7 @@ use crate::time::{SimDuration, SimTime};
 use crate::worker::WorkerSnapshot;
 use crate::worker::kv_cache::KvEvent;
 
-/// How well the router's cache picture matched the workers' real caches, over all decisions.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ViewAccuracy {
-    /// Decisions made.
-    pub decisions: u64,
-    /// Decisions where the router expected more cached prompt blocks on the chosen worker than it had.
-    pub expected_hit_missing: u64,
-    /// Blocks expected but not there, summed.
-    pub expected_hit_missing_blocks: u64,
-    /// Decisions where the chosen worker had more cached prompt blocks than the router knew.
-    pub unexpected_hit: u64,
-    /// Blocks there but not expected, summed.
-    pub unexpected_hit_blocks: u64,
-}
+pub use crate::metrics::summary::ViewAccuracy;
 
 /// One routing decision, for the decision log.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -15,6 +15,7 @@ mod golden;
 mod hardening;
 mod incidents;
 mod invariants;
+mod layering;
 mod mix;
 mod peer;
 mod prefix_cache;
