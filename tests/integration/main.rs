@@ -12,6 +12,7 @@ mod disaggregation;
 mod fast_path;
 mod faults;
 mod golden;
+mod guide;
 mod hardening;
 mod incidents;
 mod invariants;

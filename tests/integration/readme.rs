@@ -1,21 +1,33 @@
-//! Every command in the README's code blocks runs: concrete command lines are executed (with the arrival
-//! window shortened where a full run would take minutes in a debug build, and outputs redirected to a
-//! scratch directory), and every option of the synopsis lines exists in that command's `--help`.
+//! Every command in the code blocks of the README and of the guide's walkthrough pages runs: concrete
+//! command lines are executed (with the arrival window shortened where a full run would take minutes in a
+//! debug build, and outputs redirected to a scratch directory), and every option of the synopsis lines
+//! exists in that command's `--help`. Blocks marked `text` are output, not commands.
 
 use std::path::Path;
 use std::process::Command;
 
-fn readme_commands() -> Vec<String> {
-    let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+/// The pages whose commands run: the README and the guide's walkthroughs, which a newcomer follows
+/// command by command.
+const PAGES: [&str; 5] = [
+    "README.md",
+    "docs/getting-started.md",
+    "docs/jobs/compare.md",
+    "docs/jobs/size.md",
+    "docs/jobs/incident.md",
+];
+
+fn page_commands(page: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(page)).unwrap();
     let mut out = Vec::new();
     let mut fenced = false;
+    let mut output_block = false;
     for line in text.lines() {
-        if line.trim_start().starts_with("```") {
+        if let Some(info) = line.trim_start().strip_prefix("```") {
             fenced = !fenced;
+            output_block = fenced && info.trim() == "text";
             continue;
         }
-        if !fenced {
+        if !fenced || output_block {
             continue;
         }
         let line = line.trim().trim_start_matches("$ ");
@@ -56,14 +68,20 @@ fn fleetsim(args: &[&str], dir: &Path) -> (bool, String) {
 }
 
 #[test]
-fn every_readme_command_runs() {
+fn every_command_of_the_readme_and_the_walkthroughs_runs() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let scratch = std::env::temp_dir().join(format!("fleetsim-readme-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).unwrap();
-    let commands = readme_commands();
+    let mut commands = Vec::new();
+    for page in PAGES {
+        let found = page_commands(page);
+        assert!(!found.is_empty(), "{page} has no fleetsim command");
+        commands.extend(found.into_iter().map(|c| (page, c)));
+    }
     assert!(commands.len() >= 10, "{commands:?}");
     let mut failures = Vec::new();
-    for line in &commands {
+    for (page, line) in &commands {
+        let line = line.as_str();
         let words: Vec<&str> = line.split_whitespace().skip(1).collect();
         if is_synopsis(line) {
             // The command exists and takes every option the synopsis names.
@@ -77,7 +95,7 @@ fn every_readme_command_runs() {
             let (ok, help) = fleetsim(&help_args, root);
             if !ok {
                 failures.push(format!(
-                    "{line}: `fleetsim {}` failed\n{help}",
+                    "{page}: {line}: `fleetsim {}` failed\n{help}",
                     help_args.join(" ")
                 ));
                 continue;
@@ -88,7 +106,7 @@ fn every_readme_command_runs() {
                     let flag = flag.split('=').next().unwrap();
                     if !help.contains(&format!("--{flag}")) {
                         failures.push(format!(
-                            "{line}: `--{flag}` is not an option of `{}`",
+                            "{page}: {line}: `--{flag}` is not an option of `{}`",
                             sub.join(" ")
                         ));
                     }
@@ -105,15 +123,18 @@ fn every_readme_command_runs() {
         if args[0] == "run" {
             args.push("--quiet".into());
         }
+        // Each page's outputs in a folder of their own: pages name the same folders (the README's
+        // commands are the walkthroughs' first steps), and fleetsim refuses to overwrite a results folder.
+        let page_scratch = scratch.join(page.replace('/', "_"));
         for i in 0..args.len() {
             if matches!(args[i].as_str(), "--out" | "-o") && i + 1 < args.len() {
-                args[i + 1] = scratch.join(&args[i + 1]).display().to_string();
+                args[i + 1] = page_scratch.join(&args[i + 1]).display().to_string();
             }
         }
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let (ok, text) = fleetsim(&refs, root);
         if !ok {
-            failures.push(format!("{line}: failed\n{text}"));
+            failures.push(format!("{page}: {line}: failed\n{text}"));
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);
