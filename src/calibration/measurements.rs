@@ -757,7 +757,7 @@ mod tests {
         };
         let csv = include_bytes!("../../data/calibration/example/h100-llama-3.1-8b.csv");
         let mut fit = Measurements::parse(csv, "example.csv", key).unwrap().fit();
-        // The README: the example fits with a median error of 2.8%.
+        // docs/validation.md: the example fits with a median error of 2.8%.
         assert!(fit.check().is_ok());
         // Predictions twice the measurements are 100% off on every row, past the 25% accepted.
         for p in &mut fit.points {

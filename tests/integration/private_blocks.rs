@@ -1,4 +1,4 @@
-//! Private KV blocks (`src/worker/kv_cache.rs`): keeping the blocks that only their own request could
+//! Private KV blocks (`src/worker/kv_cache/mod.rs`): keeping the blocks that only their own request could
 //! ask for out of the workers' prefix index changes no result. The same `summary.json`, to the byte,
 //! with and without, on every bundled scenario and on random small fleets under KV pressure with
 //! faults. (Debug builds, which run these tests, also panic if anything looks a private block up.)
