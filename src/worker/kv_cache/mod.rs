@@ -43,6 +43,10 @@
 //! debug run grows by some 32 bytes per private block computed; release builds keep nothing of the kind).
 //!
 //! Running out of blocks is not a bug: [`BlockPool::allocate`] returns `None` and the scheduler preempts.
+//!
+//! The pool's parts, one file each: the block record (`block.rs`), the free queue (`free_queue.rs`),
+//! eviction and its ghosts (`eviction.rs`) and the full invariant check (`invariants.rs`); the hash-chain
+//! index is [`crate::worker::content_index`].
 
 use std::collections::VecDeque;
 
