@@ -412,6 +412,12 @@ impl WarmupSummary {
                 "steady state from 0.0 s (MSER-5 detected no warm-up; every request counted)"
                     .to_string()
             }
+            _ if self.at_limit => format!(
+                "steady state from {:.1} s (warm-up detected by MSER-5 at the latest point it may \
+                 choose, half the window: the run may not have reached steady state, lengthen \
+                 `duration`; {excluded})",
+                self.warmup_s
+            ),
             _ => format!(
                 "steady state from {:.1} s (warm-up detected by MSER-5; {excluded})",
                 self.warmup_s
@@ -577,6 +583,29 @@ impl WarmupState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_warm_up_line_says_when_the_cut_is_at_its_limit() {
+        let mut w = WarmupSummary {
+            mode: "auto".into(),
+            warmup_s: 450.0,
+            requests_excluded: 1,
+            method: Some("mser5".into()),
+            at_limit: false,
+        };
+        let free = w.line();
+        assert!(
+            free.starts_with("steady state from 450.0 s (warm-up detected by MSER-5; 1 request")
+        );
+        assert!(!free.contains("lengthen"), "{free}");
+        w.at_limit = true;
+        let limited = w.line();
+        assert!(
+            limited.contains("at the latest point it may choose"),
+            "{limited}"
+        );
+        assert!(limited.contains("lengthen `duration`"), "{limited}");
+    }
     use rand_distr::{Distribution, Normal};
 
     fn noise(seed: u64, n: usize) -> Vec<f64> {
