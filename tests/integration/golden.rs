@@ -48,6 +48,19 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
+/// Bundled scenario `name` run with `sets` as `--set` overrides: `name: <length> bytes, fnv1a <hash>` of
+/// its `summary.json`.
+fn summary_line(name: &str, sets: &[&str]) -> String {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let s = Scenario::load(&scenario_path(&format!("{name}.toml")), &sets).unwrap();
+    let json = run(&s).0.to_json();
+    format!(
+        "{name}: {} bytes, fnv1a {:016x}",
+        json.len(),
+        fnv1a(json.as_bytes())
+    )
+}
+
 /// Every bundled scenario, cut to a short arrival window, gives the same `summary.json` to the byte: a
 /// refactor that means to change no behaviour shows here that it changed none. One line per scenario
 /// (its name, the JSON's length and hash); a scenario whose line changes must have changed on purpose.
@@ -68,22 +81,7 @@ fn every_bundled_scenario_s_summary_is_unchanged() {
     assert!(names.len() >= 29, "{names:?}");
     let lines: Vec<String> = names
         .iter()
-        .map(|name| {
-            let s = Scenario::load(
-                &dir.join(format!("{name}.toml")),
-                &[
-                    "duration=\"20s\"".to_string(),
-                    "max_requests=400".to_string(),
-                ],
-            )
-            .unwrap();
-            let json = run(&s).0.to_json();
-            format!(
-                "{name}: {} bytes, fnv1a {:016x}",
-                json.len(),
-                fnv1a(json.as_bytes())
-            )
-        })
+        .map(|name| summary_line(name, &["duration=\"20s\"", "max_requests=400"]))
         .collect();
     insta::assert_snapshot!("bundled_summaries_20s", lines.join("\n"));
 }
@@ -116,16 +114,7 @@ fn bundled_fault_and_autoscale_summaries_are_unchanged() {
     ];
     let lines: Vec<String> = cases
         .iter()
-        .map(|(name, sets)| {
-            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-            let s = Scenario::load(&scenario_path(&format!("{name}.toml")), &sets).unwrap();
-            let json = run(&s).0.to_json();
-            format!(
-                "{name}: {} bytes, fnv1a {:016x}",
-                json.len(),
-                fnv1a(json.as_bytes())
-            )
-        })
+        .map(|(name, sets)| summary_line(name, sets))
         .collect();
     insta::assert_snapshot!("bundled_fault_and_autoscale_summaries", lines.join("\n"));
 }
