@@ -35,6 +35,14 @@ fn metrics_import_no_scenario_routing_gateway_or_engine_types() {
             }
         }
     }
-    assert!(files >= 10, "read only {files} files under {}", dir.display());
-    assert!(found.is_empty(), "metrics reach up the data path:\n{}", found.join("\n"));
+    assert!(
+        files >= 10,
+        "read only {files} files under {}",
+        dir.display()
+    );
+    assert!(
+        found.is_empty(),
+        "metrics reach up the data path:\n{}",
+        found.join("\n")
+    );
 }
