@@ -181,44 +181,37 @@ pub(super) fn compare(
                 )?;
             }
         }
-        let cdf = comparison_cdf(&scenario.name, &contenders, &outputs)?;
+        let svgs = comparison_plots(&scenario.name, &contenders, &outputs)?;
         let runs: Vec<_> = contenders
             .iter()
             .zip(&outputs)
             .map(|(c, o)| (&o.summary, Some(compare::folder_name(&c.label))))
             .collect();
-        let page = report::html::comparison_page(
-            &scenario.name,
-            &runs,
-            &[("plot-ttft-cdf.svg".to_string(), cdf.clone())],
-        );
-        report::write_files(
-            dir,
-            &[
-                ("comparison.json".into(), cmp.to_json().into_bytes()),
-                ("comparison.md".into(), cmp.to_markdown().into_bytes()),
-                ("comparison.csv".into(), cmp.to_csv()),
-                ("plot-ttft-cdf.svg".into(), cdf.clone()),
-                ("report.html".into(), page.into_bytes()),
-            ],
-        )?;
+        let page = report::html::comparison_page(&scenario.name, &runs, &svgs);
+        let mut files = vec![
+            ("comparison.json".into(), cmp.to_json().into_bytes()),
+            ("comparison.md".into(), cmp.to_markdown().into_bytes()),
+            ("comparison.csv".into(), cmp.to_csv()),
+            ("report.html".into(), page.into_bytes()),
+        ];
+        files.extend(svgs);
+        report::write_files(dir, &files)?;
         outln!("\nresults written to {}", dir.display());
     }
     Ok(())
 }
 
-/// The comparison's TTFT CDF: one line per variant.
-fn comparison_cdf(
+/// The comparison's plots, one line per variant in each ([`plots::comparison`]).
+fn comparison_plots(
     scenario: &str,
     contenders: &[compare::Contender],
     outputs: &[crate::engine::RunOutput],
-) -> Result<Vec<u8>> {
-    let lines: Vec<_> = contenders
+) -> Result<Vec<report::OutputFile>> {
+    let per_run: Vec<plots::RunPlots> = outputs.iter().map(plots::RunPlots::of).collect();
+    let runs: Vec<(String, &plots::RunPlots)> = contenders
         .iter()
-        .zip(outputs)
-        .map(|(c, o)| (c.label.clone(), plots::cdf_points(&o.collector.steady.ttft)))
+        .map(|c| c.label.clone())
+        .zip(&per_run)
         .collect();
-    Ok(plots::ttft_cdf(scenario, &lines)
-        .map_err(anyhow::Error::msg)?
-        .into_bytes())
+    plots::comparison::files(scenario, &runs).map_err(anyhow::Error::msg)
 }

@@ -43,13 +43,13 @@ pub(super) fn report(dirs: &[PathBuf], out: Option<&Path>) -> Result<()> {
                 .canonicalize()
                 .with_context(|| format!("cannot resolve {}", out.display()))?;
             let labels: Vec<String> = runs.iter().map(|r| r.dir.display().to_string()).collect();
-            let lines: Vec<_> = runs
+            let lines: Vec<(String, &plots::RunPlots)> = labels
                 .iter()
-                .zip(&labels)
-                .map(|(r, l)| (l.clone(), plots::cdf_points(&r.ttft)))
+                .cloned()
+                .zip(runs.iter().map(|r| &r.plots))
                 .collect();
             let title = comparison_title(runs.iter().map(|r| r.summary.scenario.as_str()));
-            let cdf = plots::ttft_cdf(&title, &lines).map_err(anyhow::Error::msg)?;
+            let svgs = plots::comparison::files(&title, &lines).map_err(anyhow::Error::msg)?;
             let mut rows = Vec::with_capacity(runs.len());
             for r in runs {
                 let target = r
@@ -58,18 +58,10 @@ pub(super) fn report(dirs: &[PathBuf], out: Option<&Path>) -> Result<()> {
                     .with_context(|| format!("cannot resolve {}", r.dir.display()))?;
                 rows.push((&r.summary, Some(relative(&base, &target))));
             }
-            let page = report::html::comparison_page(
-                &title,
-                &rows,
-                &[("plot-ttft-cdf.svg".to_string(), cdf.clone().into_bytes())],
-            );
-            report::write_files(
-                out,
-                &[
-                    ("plot-ttft-cdf.svg".into(), cdf.into_bytes()),
-                    ("report.html".into(), page.into_bytes()),
-                ],
-            )?;
+            let page = report::html::comparison_page(&title, &rows, &svgs);
+            let mut files = vec![("report.html".to_string(), page.into_bytes())];
+            files.extend(svgs);
+            report::write_files(out, &files)?;
             outln!(
                 "comparison of {} runs written to {}",
                 runs.len(),

@@ -230,7 +230,7 @@ fn an_idle_mig_gpu_draws_one_gpu_s_idle_power() {
         let e = out.summary.energy.as_ref().unwrap();
         assert_eq!(e.gpus, 1);
         // One tiny step of the Llama slice, a few ms, above idle.
-        let busy = out.summary.workers[0].busy_fraction * t;
+        let busy = out.summary.workers[0].step_time_fraction * t;
         assert!(busy < 0.1, "{busy}");
         assert!(
             e.joules >= idle * t - 1e-6 && e.joules < idle * t + 700.0 * busy,

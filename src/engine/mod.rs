@@ -1066,6 +1066,10 @@ impl Simulation {
         );
         self.note_autoscale_finished(&seq, completed);
         let t = self.prof.start();
+        if let Some(w) = record.worker {
+            self.collector.per_worker_model_flops[w] +=
+                crate::metrics::mfu::request_flops(&self.workers[w].perf, &record);
+        }
         self.collector.on_finished(&record);
         if let Some(log) = &mut self.request_log {
             log.push(&record);
@@ -1090,6 +1094,16 @@ impl Simulation {
         }
     }
 
+    /// Whether every worker both prefills and decodes (no prefill/decode disaggregation; peer
+    /// transfer and replication alone keep the roles whole).
+    fn all_workers_both(&self) -> bool {
+        self.disagg.as_ref().is_none_or(|d| {
+            d.roles
+                .iter()
+                .all(|r| *r == crate::worker::role::Role::Both)
+        })
+    }
+
     fn into_output(mut self) -> RunOutput {
         let end = self.now.as_secs_f64();
         let completed = self.collector.completed.max(1) as f64;
@@ -1105,11 +1119,16 @@ impl Simulation {
                 kv_cache_dtype: w.perf.kv_dtype.as_str().to_string(),
                 profile: w.perf.provenance.profile.clone(),
                 calibrated: w.perf.provenance.calibrated,
-                busy_fraction: if end > 0.0 {
+                step_time_fraction: if end > 0.0 {
                     round(w.busy.as_secs_f64() / end, 6)
                 } else {
                     0.0
                 },
+                // A disaggregated request is recorded at its decode worker only: no honest split.
+                mfu: self.all_workers_both().then(|| {
+                    let flops = self.collector.per_worker_model_flops[w.id];
+                    round(crate::metrics::mfu::utilisation(&w.perf, flops, end), 6)
+                }),
                 requests: self.collector.per_worker[w.id],
                 share: round(self.collector.per_worker[w.id] as f64 / completed, 6),
                 steps: w.steps,

@@ -267,7 +267,15 @@ fn the_worker_summary_counts_steps_busy_time_and_peak_kv_use() {
     let out = sim.run(&mut |_| {});
     let w = &out.summary.workers[0];
     assert_eq!((w.steps, w.requests, w.share), (5, 1, 1.0));
-    assert_eq!(w.busy_fraction, 1.0);
+    assert_eq!(w.step_time_fraction, 1.0);
+    // Its model FLOPs: 34 − 0 tokens computed, 5 sampled, 34² / 2 attention pairs, over the run at peak;
+    // a small share of the time it stepped (one short request is memory-bound, not compute-bound).
+    let perf = &perf();
+    let flops = perf.model_flops_per_gpu(34.0, 5.0, 34.0 * 34.0 / 2.0);
+    let expected = flops / (perf.peak_flops_per_gpu() * out.summary.sim.simulated_s);
+    let mfu = w.mfu.expect("an aggregated fleet has MFU");
+    assert!((mfu - expected).abs() < 2e-6, "{mfu} vs {expected}");
+    assert!(mfu > 0.0 && mfu < 0.1 * w.step_time_fraction, "{mfu}");
     assert_eq!(w.kv_blocks, 1000);
     assert_eq!(w.kv_peak_fraction, 0.009);
     assert_eq!((w.preemptions, w.evictions), (0, 0));

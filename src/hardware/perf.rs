@@ -517,6 +517,24 @@ impl PerfModel {
         }
     }
 
+    /// The model's FLOPs, per GPU of the replica, for `tokens` tokens computed with `pairs`
+    /// causal-attention query–key pairs (as [`StepShape::attention_pairs`]) and `sampled` tokens
+    /// sampled: the FLOPs [`PerfModel::batch`] times at the tensor peaks, 2 per active block parameter
+    /// per token, 2 per LM-head parameter per sampled token and `4 × layers × heads × head_dim` per
+    /// pair, divided over the tensor-parallel GPUs. Step overheads, memory traffic and all-reduces take
+    /// time but are not model FLOPs. What model FLOPs utilisation ([`crate::metrics::mfu`]) counts.
+    pub fn model_flops_per_gpu(&self, tokens: f64, sampled: f64, pairs: f64) -> f64 {
+        self.block_flops_per_token * tokens
+            + self.head_flops_per_seq * sampled
+            + self.attn_flops_per_pair * pairs
+    }
+
+    /// Each GPU's dense tensor peak at the weights' precision (its slice's share on a MIG slice),
+    /// FLOP/s: the denominator of model FLOPs utilisation.
+    pub fn peak_flops_per_gpu(&self) -> f64 {
+        self.peak_flops
+    }
+
     /// Time to prefill `prompt` tokens in one step on an idle worker, with `cached` tokens already in cache.
     pub fn prefill_seconds(&self, prompt: u64, cached: u64) -> f64 {
         let mut s = StepShape::default();

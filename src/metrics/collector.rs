@@ -169,6 +169,9 @@ pub struct Collector {
     pub per_worker: Vec<u64>,
     /// Prompt, cached and output tokens of the completed requests each worker served.
     pub per_worker_tokens: Vec<WorkerTokens>,
+    /// Model FLOPs (per GPU) of the completed requests each worker served ([`super::mfu`]); the engine
+    /// adds them, knowing each worker's model.
+    pub per_worker_model_flops: Vec<f64>,
     /// Conversations that started (requests that were turn 0 of a session), in any outcome.
     pub sessions_started: u64,
     /// Requests that belonged to a session, in any outcome.
@@ -217,6 +220,7 @@ impl Collector {
             last_finish: SimTime::ZERO,
             per_worker: vec![0; workers],
             per_worker_tokens: vec![WorkerTokens::default(); workers],
+            per_worker_model_flops: vec![0.0; workers],
             sessions_started: 0,
             session_requests: 0,
             timed_out: 0,

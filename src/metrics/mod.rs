@@ -10,6 +10,7 @@ pub mod collector;
 pub mod headline;
 pub mod intervals;
 pub mod lora;
+pub mod mfu;
 pub mod models;
 pub mod record;
 pub mod recovery;

@@ -556,7 +556,16 @@ pub struct WorkerSummary {
     pub profile: String,
     /// Whether that profile was fitted to measurements of this very configuration.
     pub calibrated: bool,
-    pub busy_fraction: f64,
+    /// Share of the simulated time a step was running (its step-time share; the key keeps its old
+    /// name, `busy_fraction`, for the scripts that read it). Not compute utilisation: a worker
+    /// stepping a small decode batch back to back reads near 1 here at a few percent `mfu`.
+    #[serde(rename = "busy_fraction")]
+    pub step_time_fraction: f64,
+    /// Model FLOPs utilisation over the run ([`super::mfu`]): the model FLOPs of the completed requests
+    /// the worker served over its GPUs' tensor peak for the simulated time. Absent in a disaggregated
+    /// fleet (a request is recorded at its decode worker only) and in summaries written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mfu: Option<f64>,
     pub requests: u64,
     /// Fraction of all completed requests this worker served.
     pub share: f64,
@@ -973,9 +982,12 @@ impl Summary {
         }
         let _ = writeln!(
             o,
-            "\n| worker | gpu | model | step times | busy | requests | share | KV blocks | KV peak | preemptions | evictions |"
+            "\n| worker | gpu | model | step-time profile | time in steps | MFU | requests | share | KV blocks | KV peak | preemptions | evictions |"
         );
-        let _ = writeln!(o, "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(
+            o,
+            "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
         for w in &self.workers {
             let profile = if w.calibrated {
                 format!("calibrated: {}", w.profile)
@@ -994,13 +1006,15 @@ impl Summary {
             };
             let _ = writeln!(
                 o,
-                "| {} | {} ×{} {}{kv}{shared} | {} | {profile} | {:.1}% | {} | {:.1}% | {} | {:.1}% | {} | {} |",
+                "| {} | {} ×{} {}{kv}{shared} | {} | {profile} | {:.1}% | {} | {} | {:.1}% | {} | {:.1}% | {} | {} |",
                 w.id,
                 w.gpu,
                 w.tp,
                 w.precision,
                 w.model,
-                w.busy_fraction * 100.0,
+                w.step_time_fraction * 100.0,
+                w.mfu
+                    .map_or("–".to_string(), |m| format!("{:.1}%", m * 100.0)),
                 w.requests,
                 w.share * 100.0,
                 w.kv_blocks,

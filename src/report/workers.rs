@@ -5,7 +5,7 @@ use anyhow::Result;
 use crate::engine::RunOutput;
 
 /// Header of `workers.csv`, in column order.
-pub const HEADER: [&str; 20] = [
+pub const HEADER: [&str; 21] = [
     "worker",
     "gpu",
     "model",
@@ -26,10 +26,13 @@ pub const HEADER: [&str; 20] = [
     "preemptions",
     "evictions",
     "energy_j",
+    "mfu",
 ];
 
 /// `workers.csv` of a run. `hit_rate` is cached over prompt tokens of the completed requests the worker
-/// served, and empty when it served none (a rate of nothing is not 0).
+/// served, and empty when it served none (a rate of nothing is not 0). `busy_fraction` is the step-time
+/// share (the column keeps its old name); `mfu`, last so that scripts reading columns by position still
+/// work, is empty where the summary has none (a disaggregated fleet).
 pub fn workers_csv(out: &RunOutput) -> Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record(HEADER)?;
@@ -54,13 +57,14 @@ pub fn workers_csv(out: &RunOutput) -> Result<Vec<u8>> {
             t.cached.to_string(),
             t.output.to_string(),
             hit,
-            s.busy_fraction.to_string(),
+            s.step_time_fraction.to_string(),
             s.steps.to_string(),
             s.kv_blocks.to_string(),
             s.kv_peak_fraction.to_string(),
             s.preemptions.to_string(),
             s.evictions.to_string(),
             s.energy_j.to_string(),
+            s.mfu.map_or(String::new(), |m| m.to_string()),
         ])?;
     }
     Ok(w.into_inner()?)

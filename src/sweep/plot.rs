@@ -6,16 +6,18 @@
 use super::grid::Grid;
 use super::table::{METRICS, Row};
 use crate::report::plots::chart::{Lines, line_chart};
+use crate::report::plots::units::Unit;
 
-/// Metrics plotted, with their axis label.
-pub const PLOTTED: [(&str, &str); 4] = [
-    ("ttft_p95_ms", "p95 TTFT (ms)"),
-    ("tpot_p95_ms", "p95 TPOT (ms)"),
+/// Metrics plotted, with their axis label and unit.
+pub const PLOTTED: [(&str, &str, Unit<'static>); 4] = [
+    ("ttft_p95_ms", "p95 TTFT", Unit::Milliseconds),
+    ("tpot_p95_ms", "p95 TPOT", Unit::Milliseconds),
     (
         "goodput_fraction",
-        "goodput (fraction of requests within SLO)",
+        "goodput (requests within SLO)",
+        Unit::Fraction,
     ),
-    ("output_tokens_per_s", "output tokens/s"),
+    ("output_tokens_per_s", "output tokens/s", Unit::Count),
 ];
 
 /// The axis plotted along x: the first whose values are all numbers and which has at least two.
@@ -31,7 +33,7 @@ pub fn plots(scenario: &str, grid: &Grid, rows: &[Row]) -> Result<Vec<(String, V
         return Ok(Vec::new());
     };
     let mut files = Vec::new();
-    for (metric, label) in PLOTTED {
+    for (metric, label, unit) in PLOTTED {
         let j = METRICS
             .iter()
             .position(|(m, _)| *m == metric)
@@ -63,23 +65,26 @@ pub fn plots(scenario: &str, grid: &Grid, rows: &[Row]) -> Result<Vec<(String, V
             s.1.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
         let title = format!("{scenario}: {metric} vs {}", grid.axes[x].key);
-        let svg = line_plot(&title, &grid.axes[x].key, label, &series)?;
+        let svg = line_plot(&title, &grid.axes[x].key, (label, unit), &series)?;
         files.push((format!("sweep-{metric}.svg"), svg.into_bytes()));
     }
     Ok(files)
 }
 
-/// A line chart of `series` (name, points), drawn by the report's shared chart helper.
+/// A line chart of `series` (name, points) against the swept key `x_label` (a number of its own
+/// unit), drawn by the report's shared chart helper.
 fn line_plot(
     title: &str,
     x_label: &str,
-    y_label: &str,
+    (y_label, y_unit): (&str, Unit),
     series: &[(String, Vec<(f64, f64)>)],
 ) -> Result<String, String> {
     line_chart(&Lines {
         title,
         x_label,
         y_label,
+        x_unit: Unit::Number,
+        y_unit,
         series,
         markers: &[],
         dots: true,

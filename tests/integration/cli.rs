@@ -14,6 +14,54 @@ fn clap_definition_is_valid() {
     fleetsim::cli::Cli::command().debug_assert();
 }
 
+/// Every subcommand says what it does and every argument (positional, option or flag, hidden ones
+/// included) has a help text: `fleetsim X --help` leaves nothing to guess. clap's own `--help` and
+/// `--version` are exempt.
+#[test]
+fn every_subcommand_and_argument_has_help_text() {
+    fn undocumented(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let own = matches!(arg.get_id().as_str(), "help" | "version");
+            if !own && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                missing.push(format!("{path} {}", arg.get_id()));
+            }
+        }
+        // clap's own `help` subcommand (and the copies of the tree under it) is exempt.
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let sub_path = format!("{path} {}", sub.get_name());
+            if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                missing.push(format!("{sub_path} (the subcommand itself)"));
+            }
+            undocumented(sub, &sub_path, missing);
+        }
+    }
+    // The walk finds what it looks for: an undocumented flag, and a nested subcommand without about.
+    let mut bare = clap::Command::new("x")
+        .arg(clap::Arg::new("said").long("said").help("documented"))
+        .arg(clap::Arg::new("bare").long("bare"))
+        .subcommand(
+            clap::Command::new("outer")
+                .about("documented")
+                .subcommand(clap::Command::new("inner")),
+        );
+    bare.build();
+    let mut missing = Vec::new();
+    undocumented(&bare, "x", &mut missing);
+    assert_eq!(missing, ["x bare", "x outer inner (the subcommand itself)"]);
+
+    let mut cmd = fleetsim::cli::Cli::command();
+    cmd.build();
+    let mut missing = Vec::new();
+    undocumented(&cmd, "fleetsim", &mut missing);
+    assert!(missing.is_empty(), "no help text: {missing:#?}");
+    // The walk reaches the nested subcommands and their flattened arguments.
+    let convert = cmd
+        .find_subcommand("trace")
+        .and_then(|t| t.find_subcommand("convert"))
+        .expect("trace convert");
+    assert!(convert.get_arguments().any(|a| a.get_id() == "speedup"));
+}
+
 #[test]
 fn every_bundled_scenario_validates() {
     for entry in std::fs::read_dir(scenario_path("")).unwrap() {

@@ -105,6 +105,7 @@ fn bundled(split: u32, extra: &[&str]) -> Scenario {
 #[test]
 fn disaggregation_conserves_requests_and_tokens() {
     let (agg, agg_c) = run(&bundled(0, &[]));
+    assert!(agg.workers.iter().all(|w| w.mfu.is_some_and(|m| m > 0.0)));
     for split in [2, 1] {
         let (s, c) = run(&bundled(split, &[]));
         assert_eq!(s.requests.arrived, agg.requests.arrived);
@@ -131,8 +132,9 @@ fn disaggregation_conserves_requests_and_tokens() {
             d.bytes_transferred,
             (d.blocks_transferred as f64 * 16.0 * KV_BYTES_PER_TOKEN) as u64
         );
-        // Requests finish on decode workers only.
+        // Requests finish on decode workers only (so no worker's MFU can be told from them).
         for w in &s.workers {
+            assert_eq!(w.mfu, None, "split {split}, worker {}", w.id);
             let prefill = w.role.as_deref() == Some("prefill");
             assert_eq!(prefill, w.id < split as usize);
             if prefill {

@@ -39,7 +39,15 @@ fn every_request_finishes_under_kv_pressure() {
     assert!(summary.recompute.by_cause.preempted.gpu_seconds > 0.0);
     for w in &summary.workers {
         assert!(w.kv_peak_fraction <= 1.0);
-        assert!(w.busy_fraction <= 1.0 + 1e-9);
+        assert!(w.step_time_fraction <= 1.0 + 1e-9);
+        // The model FLOPs of the work a worker delivered fit in the time its steps took at peak.
+        let mfu = w.mfu.expect("an aggregated fleet has MFU");
+        assert!(
+            mfu > 0.0 && mfu <= w.step_time_fraction + 1e-6,
+            "worker {}: MFU {mfu}, step-time share {}",
+            w.id,
+            w.step_time_fraction
+        );
     }
 }
 

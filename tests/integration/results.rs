@@ -181,6 +181,18 @@ fn check_workers(dir: &Path) {
             .sum::<u64>()
     };
     assert_eq!(sum(7), summary["requests"]["completed"].as_u64().unwrap());
+    // The step-time share and MFU are the summary's, and MFU stays within the step-time share.
+    let column = |name: &str| header.iter().position(|h| h == name).unwrap();
+    for (row, w) in rows.iter().zip(summary["workers"].as_array().unwrap()) {
+        let busy: f64 = row[column("busy_fraction")].parse().unwrap();
+        let mfu: f64 = row[column("mfu")].parse().unwrap();
+        assert_eq!(busy, w["busy_fraction"].as_f64().unwrap());
+        assert_eq!(mfu, w["mfu"].as_f64().unwrap());
+        assert!(
+            (0.0..=busy + 1e-6).contains(&mfu),
+            "MFU {mfu}, step-time share {busy}"
+        );
+    }
     // workers.csv is whole-run; the summary's prefix-cache tokens are steady state (after the warm-up):
     // equal without one, a part of the whole with one.
     let whole = summary["warmup"]["warmup_s"].as_f64().unwrap() == 0.0;

@@ -2,6 +2,7 @@
 
 use super::RunPlots;
 use super::chart::{Lines, line_chart};
+use super::units::Unit;
 
 pub fn plot(p: &RunPlots) -> Result<String, String> {
     let pts = p
@@ -11,8 +12,10 @@ pub fn plot(p: &RunPlots) -> Result<String, String> {
         .collect();
     line_chart(&Lines {
         title: &format!("Prefix-cache hit rate over time: {}", p.name),
-        x_label: "simulated time (s, window midpoint)",
+        x_label: "simulated time (window midpoint)",
         y_label: "hit rate (cached / prompt tokens)",
+        x_unit: Unit::Seconds,
+        y_unit: Unit::Fraction,
         series: &[("hit rate".to_string(), pts)],
         markers: &p.faults,
         dots: true,

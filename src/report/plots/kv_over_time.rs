@@ -2,6 +2,7 @@
 
 use super::RunPlots;
 use super::chart::{Lines, line_chart};
+use super::units::Unit;
 
 pub fn plot(p: &RunPlots) -> Result<String, String> {
     let line = |name: &str, f: fn((f64, f64)) -> f64| {
@@ -14,8 +15,10 @@ pub fn plot(p: &RunPlots) -> Result<String, String> {
     };
     line_chart(&Lines {
         title: &format!("KV-cache utilisation over time: {}", p.name),
-        x_label: "simulated time (s, window midpoint)",
-        y_label: "KV blocks in use (fraction of the pool)",
+        x_label: "simulated time (window midpoint)",
+        y_label: "KV blocks in use (share of the pool)",
+        x_unit: Unit::Seconds,
+        y_unit: Unit::Fraction,
         series: &[
             line("mean over workers", |kv| kv.0),
             line("fullest worker", |kv| kv.1),

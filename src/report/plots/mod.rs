@@ -4,6 +4,7 @@
 //! Invariant: plots are functions of those numbers alone, so the same seed gives the same bytes.
 
 pub mod chart;
+pub mod comparison;
 mod hit_rate_over_time;
 mod kv_over_time;
 mod recompute_by_cause;
@@ -12,6 +13,7 @@ mod ttft_band;
 mod ttft_by_turn;
 mod ttft_cdf;
 mod ttft_over_time;
+pub mod units;
 mod worker_share;
 
 pub use ttft_cdf::ttft_cdf;

@@ -2,6 +2,7 @@
 
 use super::RunPlots;
 use super::chart::{Bars, bar_chart};
+use super::units::Unit;
 
 pub fn plot(p: &RunPlots) -> Result<String, String> {
     let cats: Vec<String> = p.recompute.iter().map(|c| c.0.clone()).collect();
@@ -9,6 +10,7 @@ pub fn plot(p: &RunPlots) -> Result<String, String> {
         title: &format!("Recomputed tokens by cause: {}", p.name),
         x_label: "cause",
         y_label: "tokens recomputed",
+        y_unit: Unit::Count,
         categories: &cats,
         series: &[(
             "tokens".into(),

@@ -4,6 +4,7 @@
 
 use super::RunPlots;
 use super::chart::{Lines, line_chart};
+use super::units::Unit;
 
 pub fn plot(p: &RunPlots) -> Option<Result<String, String>> {
     if p.windows.iter().all(|w| w.replicas.is_none()) {
@@ -43,8 +44,10 @@ pub fn plot(p: &RunPlots) -> Option<Result<String, String>> {
     }
     Some(line_chart(&Lines {
         title: &format!("Replicas over time: {}", p.name),
-        x_label: "simulated time (s, window midpoint; counts at the window's end)",
+        x_label: "simulated time (window midpoint; counts at the window's end)",
         y_label: "replicas",
+        x_unit: Unit::Seconds,
+        y_unit: Unit::Count,
         series: &series,
         markers: &p.faults,
         dots: false,

@@ -1,11 +1,19 @@
 use super::chart::{Bars, Lines, bar_chart, line_chart};
+use super::units::Unit;
 use super::*;
+
+/// Whether `svg` has a text element reading exactly `text` (plotters writes it on its own line).
+fn has_text(svg: &str, text: &str) -> bool {
+    svg.contains(&format!(">\n{text}\n</text>"))
+}
 
 fn lines(series: &[chart::Series]) -> String {
     line_chart(&Lines {
         title: "t",
-        x_label: "x axis (s)",
-        y_label: "y axis (ms)",
+        x_label: "x axis",
+        y_label: "y axis",
+        x_unit: Unit::Seconds,
+        y_unit: Unit::Milliseconds,
         series,
         markers: &[(5.0, "worker 0 down".into())],
         dots: true,
@@ -28,7 +36,9 @@ fn a_chart_has_a_white_background_axis_units_and_its_markers() {
         "{}",
         &svg[rect..rect + 120]
     );
-    assert!(svg.contains("x axis (s)") && svg.contains("y axis (ms)"));
+    assert!(svg.contains("x axis") && svg.contains("y axis"));
+    // Ticks carry the units: seconds on x (0–10 s), milliseconds on y (1–3 ms).
+    assert!(has_text(&svg, "10 s") && has_text(&svg, "2 ms"), "{svg}");
     assert!(svg.contains("worker 0 down"));
 }
 
@@ -60,7 +70,8 @@ fn bars_draw_one_rectangle_per_present_value_and_label_categories() {
     let svg = bar_chart(&Bars {
         title: "t",
         x_label: "turn",
-        y_label: "TTFT (ms)",
+        y_label: "TTFT",
+        y_unit: Unit::Milliseconds,
         categories: &cats,
         series: &[("p50".into(), vec![Some(1.0), None, Some(3.0)])],
     })
@@ -90,4 +101,55 @@ fn cdf_points_run_from_the_minimum_to_the_maximum_and_never_fall() {
     let mid = pts[CDF_POINTS / 2].0;
     assert!((49.9..=50.1).contains(&mid), "{mid}");
     assert!(cdf_points(&Latency::default()).is_empty());
+}
+
+#[test]
+fn token_axes_read_in_k_and_m_not_raw_floats() {
+    let cats = vec!["preempted".to_string(), "misrouted".to_string()];
+    let svg = bar_chart(&Bars {
+        title: "t",
+        x_label: "cause",
+        y_label: "tokens recomputed",
+        y_unit: Unit::Count,
+        categories: &cats,
+        series: &[("tokens".into(), vec![Some(16_000_000.0), Some(4_000_000.0)])],
+    })
+    .unwrap();
+    assert!(has_text(&svg, "16M") && has_text(&svg, "0"), "{svg}");
+    assert!(
+        !svg.contains("000000\n</text>"),
+        "a raw token count on an axis: {svg}"
+    );
+}
+
+#[test]
+fn series_differ_in_dash_and_marker_as_well_as_colour() {
+    let two = |x: f64| vec![(0.0, x), (1.0, x + 1.0)];
+    let svg = lines(&[
+        ("a".into(), two(1.0)),
+        ("b".into(), two(2.0)),
+        ("c".into(), two(3.0)),
+    ]);
+    // Series a is solid (one polyline, and one in the legend), b dashed (many short ones), c dotted;
+    // each marks its points
+    // with its own polygon: an octagon for a, a triangle for b, a square for c.
+    let polyline = |colour: &str| {
+        svg.matches(&format!(
+            "<polyline fill=\"none\" opacity=\"1\" stroke=\"#{colour}\""
+        ))
+        .count()
+    };
+    assert_eq!(polyline("0072B2"), 2, "{svg}");
+    assert!(polyline("E69F00") > 4 && polyline("009E73") > 4, "{svg}");
+    let vertices = |colour: &str| {
+        let at = svg
+            .find(&format!("<polygon opacity=\"1\" fill=\"#{colour}\""))
+            .unwrap_or_else(|| panic!("no {colour} marker"));
+        let end = at + svg[at..].find("/>").unwrap();
+        svg[at..end].matches(',').count()
+    };
+    assert_eq!(
+        (vertices("0072B2"), vertices("E69F00"), vertices("009E73")),
+        (8, 3, 4)
+    );
 }

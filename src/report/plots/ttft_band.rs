@@ -3,6 +3,7 @@
 
 use super::RunPlots;
 use super::chart::{Lines, line_chart};
+use super::units::Unit;
 
 /// `None` without replications.
 pub fn plot(p: &RunPlots) -> Option<Result<String, String>> {
@@ -21,8 +22,10 @@ pub fn plot(p: &RunPlots) -> Option<Result<String, String>> {
             "p95 TTFT over time, {} replications: {}",
             band.replications, p.name
         ),
-        x_label: "simulated time (s, window midpoint)",
-        y_label: "p95 TTFT (ms)",
+        x_label: "simulated time (window midpoint)",
+        y_label: "p95 TTFT",
+        x_unit: Unit::Seconds,
+        y_unit: Unit::Milliseconds,
         series: &[
             line("mean over replications", |b| b.mean),
             line("95% CI lower", |b| b.low),

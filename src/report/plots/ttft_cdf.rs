@@ -2,6 +2,7 @@
 //! few slow requests do not squash the body of the distribution (the tables give p99 and the maximum).
 
 use super::chart::{Lines, Series, line_chart};
+use super::units::Unit;
 
 /// The CDF plot of `lines` (name, (ms, fraction) points), titled after `what`.
 pub fn ttft_cdf(what: &str, lines: &[Series]) -> Result<String, String> {
@@ -16,8 +17,10 @@ pub fn ttft_cdf(what: &str, lines: &[Series]) -> Result<String, String> {
         .collect();
     line_chart(&Lines {
         title: &format!("TTFT CDF (to p99): {what}"),
-        x_label: "time to first token (ms)",
-        y_label: "fraction of completed requests",
+        x_label: "time to first token",
+        y_label: "completed requests at or below",
+        x_unit: Unit::Milliseconds,
+        y_unit: Unit::Fraction,
         series: &to_p99,
         markers: &[],
         dots: false,

@@ -2,6 +2,7 @@
 
 use super::RunPlots;
 use super::chart::{Lines, line_chart};
+use super::units::Unit;
 
 pub fn plot(p: &RunPlots) -> Result<String, String> {
     let line = |name: &str, f: fn(&super::WindowPoint) -> Option<f64>| {
@@ -14,8 +15,10 @@ pub fn plot(p: &RunPlots) -> Result<String, String> {
     };
     line_chart(&Lines {
         title: &format!("TTFT over time: {}", p.name),
-        x_label: "simulated time (s, window midpoint)",
-        y_label: "TTFT (ms)",
+        x_label: "simulated time (window midpoint)",
+        y_label: "TTFT",
+        x_unit: Unit::Seconds,
+        y_unit: Unit::Milliseconds,
         series: &[
             line("p50", |w| w.ttft_p50_ms),
             line("p95", |w| w.ttft_p95_ms),
