@@ -136,7 +136,7 @@ impl<'a> Page<'a> {
         let heading = "#".repeat(level.min(6));
         let _ = writeln!(self.out, "{heading} {title}\n");
         if let Some(d) = description(schema) {
-            let _ = writeln!(self.out, "{d}\n");
+            let _ = writeln!(self.out, "{}\n", without_table_name(&d));
         }
         if let Some(branches) = schema.get("oneOf").and_then(Value::as_array) {
             self.router_like(path, branches, level);
@@ -467,6 +467,23 @@ fn value_type_name(def: &str) -> String {
             }
             out
         }
+    }
+}
+
+/// A table type's description without the table's name in front (`` `[gateway]`: health checks… ``
+/// becomes "Health checks…"): the section's heading names it already.
+fn without_table_name(text: &str) -> String {
+    let Some(rest) = text
+        .strip_prefix("`[")
+        .and_then(|t| t.split_once("`: "))
+        .map(|(_, rest)| rest)
+    else {
+        return text.to_string();
+    };
+    let mut chars = rest.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => text.to_string(),
     }
 }
 
