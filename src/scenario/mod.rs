@@ -118,7 +118,7 @@ pub struct Scenario {
     /// read by the simulation.
     #[serde(default)]
     pub meta: Meta,
-    /// Horizontal autoscaling of the worker group, with cold starts (`[autoscaler]`, [`crate::autoscale`]).
+    /// Horizontal autoscaling of the worker group, with cold starts ([`crate::autoscale`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaler: Option<crate::autoscale::AutoscalerSpec>,
 }
