@@ -6,7 +6,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 
 macro_rules! checked_float {
-    ($(#[$doc:meta])* $name:ident, $ok:expr, $expect:literal) => {
+    ($(#[$doc:meta])* $name:ident, $ok:expr, $expect:literal, $bounds:tt) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, PartialEq, PartialOrd, Serialize)]
         #[serde(transparent)]
@@ -23,6 +23,25 @@ macro_rules! checked_float {
                 }
             }
         }
+
+        /// Accepts exactly what `deserialize` accepts: a finite number within the bounds.
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                let mut schema = schemars::json_schema!({
+                    "type": "number",
+                    "description": concat!("A finite number: ", $expect, "."),
+                });
+                let bounds: serde_json::Value = serde_json::json!($bounds);
+                if let (Some(map), serde_json::Value::Object(b)) = (schema.as_object_mut(), bounds) {
+                    map.extend(b);
+                }
+                schema
+            }
+        }
     };
 }
 
@@ -30,19 +49,22 @@ checked_float!(
     /// A finite number > 0.
     Positive,
     |v| v > 0.0,
-    "a number greater than 0"
+    "a number greater than 0",
+    { "exclusiveMinimum": 0 }
 );
 checked_float!(
     /// A finite number ≥ 0.
     NonNegative,
     |v| v >= 0.0,
-    "a number at least 0"
+    "a number at least 0",
+    { "minimum": 0 }
 );
 checked_float!(
     /// A number in [0, 1].
     Fraction,
     |v| (0.0..=1.0).contains(&v),
-    "a fraction between 0 and 1"
+    "a fraction between 0 and 1",
+    { "minimum": 0, "maximum": 1 }
 );
 
 impl Default for NonNegative {
@@ -73,6 +95,22 @@ impl<'de> Deserialize<'de> for PositiveInt {
                 "expected an integer of at least 1, got {v}"
             )))
         }
+    }
+}
+
+/// Accepts exactly what `deserialize` accepts: an integer from 1 to 2^32 − 1.
+impl schemars::JsonSchema for PositiveInt {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PositiveInt".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "integer",
+            "minimum": 1,
+            "maximum": u32::MAX,
+            "description": "A whole number, at least 1.",
+        })
     }
 }
 

@@ -193,6 +193,33 @@ impl<'de> Deserialize<'de> for SimDuration {
     }
 }
 
+impl SimDuration {
+    /// What `SimDuration::parse` accepts, as a JSON Schema (ECMA-262) pattern: a non-negative decimal
+    /// number (no exponent) and an optional unit, blanks allowed around both.
+    pub const PATTERN: &'static str =
+        r"^\s*\+?(\d+\.?\d*|\.\d+)\s*(ns|us|µs|ms|s|sec|m|min|h)?\s*$";
+}
+
+/// Accepts what `deserialize` accepts: a string matching [`SimDuration::PATTERN`] or a number of
+/// seconds ≥ 0. The ten-year ceiling is stated, not checked.
+impl schemars::JsonSchema for SimDuration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A span of simulated time: a number with a unit (`\"250ms\"`, `\"30s\"`, \
+                `\"1.5m\"`, `\"2h\"`; units ns, us, ms, s, m or min, h; no unit means seconds) or a \
+                bare number of seconds (`30`, `0.25`). Zero or positive, at most 10 years.",
+            "anyOf": [
+                { "type": "string", "pattern": SimDuration::PATTERN },
+                { "type": "number", "minimum": 0 },
+            ],
+        })
+    }
+}
+
 impl Serialize for SimDuration {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.to_string())

@@ -41,7 +41,7 @@ pub mod planner;
 pub use planner::{PlannerSpec, PredictorKind, SlaPlanner};
 
 /// What the autoscaler averages over the ready replicas and compares with `target`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     /// Requests waiting for admission per replica (vLLM's `num_requests_waiting`, what KEDA and AIBrix
@@ -77,7 +77,7 @@ impl Metric {
 
 /// The `[autoscaler]` table. Each `[[workers]]` group is one model's deployment: its `count` is the
 /// replicas at t = 0, and the fleet holds `max_replicas` worker slots for it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AutoscalerSpec {
     /// Fewest replicas; 0 allows scale to zero. HPA's `minReplicas` defaults to 1
@@ -116,8 +116,10 @@ pub struct AutoscalerSpec {
     /// (kubernetes/kubernetes@1adaa753:pkg/apis/autoscaling/v2/defaults.go).
     #[serde(default = "defaults::scale_up_pods")]
     pub scale_up_pods: u32,
+    /// The percentage scale-up policy: at most this many percent more replicas per `scale_up_period`.
     #[serde(default = "defaults::scale_up_percent")]
     pub scale_up_percent: NonNegative,
+    /// The period both scale-up policies count over.
     #[serde(default = "defaults::scale_up_period")]
     pub scale_up_period: SimDuration,
     /// With `min_replicas = 0`: how long the fleet must be idle before its last replica goes. Knative's
@@ -158,13 +160,16 @@ pub struct AutoscalerSpec {
 
 /// `[autoscaler.models.NAME]`: one model's deployment's bounds and target; unset keys take the
 /// `[autoscaler]` values.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ModelScaling {
+    /// Fewest replicas of this model (0: it may scale to zero); default: `[autoscaler]`'s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_replicas: Option<u32>,
+    /// Most replicas of this model; default: `[autoscaler]`'s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_replicas: Option<PositiveInt>,
+    /// Target value of the metric per replica for this model; default: `[autoscaler]`'s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<Positive>,
 }

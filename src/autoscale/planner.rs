@@ -33,7 +33,9 @@ use crate::hardware::StepShape;
 use crate::time::SimDuration;
 
 /// How the planner predicts the next interval's value from the ones observed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum PredictorKind {
     /// The last value (Dynamo's `ConstantPredictor`).
@@ -46,7 +48,7 @@ pub enum PredictorKind {
 }
 
 /// `[autoscaler.planner]`: the SLO planner's targets and predictor (used with `metric = "slo"`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlannerSpec {
     /// TTFT target; default `[slo] ttft`, else Dynamo's 500 ms (`config/defaults.py` L48).
@@ -55,6 +57,7 @@ pub struct PlannerSpec {
     /// Inter-token latency target; default `[slo] tpot`, else Dynamo's 50 ms (L49).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub itl: Option<SimDuration>,
+    /// How the next interval's load is predicted from the last ones.
     #[serde(default)]
     pub predictor: PredictorKind,
     /// Dynamo's load-based loop (`enable_load_scaling`, off by default with `optimization_target =

@@ -256,6 +256,10 @@ pub enum Command {
     },
     /// List the GPUs, models, precisions, calibrated profiles and routing policies fleetsim knows.
     Catalog,
+    /// Print the JSON Schema (draft 2020-12) of scenario files: every key with its type, default and
+    /// description. Save it and name it on a `#:schema` first line for completion and checking in
+    /// editors with a TOML language server (Even Better TOML, taplo): `fleetsim schema > fleetsim.schema.json`.
+    Schema,
     /// Estimate one configuration: prefill and decode step times, KV capacity, latencies and throughput.
     Estimate {
         /// GPU id (`fleetsim catalog` lists them).
@@ -699,6 +703,10 @@ pub fn main_with(cli: Cli) -> Result<()> {
         Command::Report { dirs, out } => report::report(&dirs, out.as_deref()),
         Command::Catalog => {
             out!("{}", catalog());
+            Ok(())
+        }
+        Command::Schema => {
+            out!("{}", crate::scenario::schema::scenario_schema_json());
             Ok(())
         }
         Command::Estimate {

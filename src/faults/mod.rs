@@ -38,14 +38,24 @@ use crate::rng;
 use crate::time::{SimDuration, SimTime};
 
 /// What kind of fault.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultKind {
+    /// The worker's process dies: its requests fail (and may be retried by the gateway), its KV cache is
+    /// lost unless `kv_survives_restart`; it restarts after `restart_after` (default: the `[restart]`
+    /// time) unless `restart = false`.
     Crash,
+    /// The worker makes no progress but its connections stay open: found by health checks and request
+    /// timeouts.
     Hang,
+    /// The worker is taken out of service gracefully: no new requests, in-flight ones get `grace` to
+    /// finish.
     Drain,
+    /// The worker's steps take `factor` times longer for `duration` (health checks still pass).
     Slowdown,
+    /// A `fraction` of the worker's KV blocks is taken away for `duration` (evictions, preemptions).
     MemoryPressure,
+    /// The shared KV store (`[tiers.shared]`) fails for `duration`, losing its contents if `data_loss`.
     StoreFailure,
 }
 
@@ -69,7 +79,7 @@ impl FaultKind {
 }
 
 /// How a crashed worker looks to the gateway's new connections.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Symptom {
     /// The host is up, the port is closed: connections are refused at once.
@@ -79,7 +89,9 @@ pub enum Symptom {
 }
 
 /// Distribution of times between failures and of repair times.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Lifetime {
     #[default]
@@ -95,6 +107,25 @@ pub enum WorkerRef {
     Index(u32),
     /// The worker holding the most active conversations when the fault happens.
     MostSessions,
+}
+
+/// Accepts what `deserialize` accepts: a worker number (0 to 2^32 − 1) or `"most_sessions"`.
+impl schemars::JsonSchema for WorkerRef {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "WorkerRef".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A worker: its number (workers are numbered from 0 in the order of the \
+                `[[workers]]` groups), or `\"most_sessions\"`, the worker holding the most active \
+                conversations when the fault happens.",
+            "anyOf": [
+                { "type": "integer", "minimum": 0, "maximum": u32::MAX },
+                { "const": "most_sessions" },
+            ],
+        })
+    }
 }
 
 impl<'de> Deserialize<'de> for WorkerRef {
@@ -130,14 +161,19 @@ impl<'de> Deserialize<'de> for WorkerRef {
 
 /// One `[[faults]]` entry as written. Which keys apply depends on `kind`; [`FaultSpec::validate`] says
 /// which are missing or out of place.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
+    /// What happens.
     pub kind: FaultKind,
+    /// The one worker it hits. A fault names its workers with one of `worker`, `workers` or `domain`;
+    /// a stochastic fault (`mtbf`) with none of them hits every worker.
     #[serde(default)]
     pub worker: Option<WorkerRef>,
+    /// The workers it hits, by number (from 0, in `[[workers]]` order).
     #[serde(default)]
     pub workers: Option<Vec<u32>>,
+    /// Every worker whose group lists this label in `failure_domain` (a rack, a node).
     #[serde(default)]
     pub domain: Option<String>,
     /// When a scheduled fault happens (from the start of the run).
@@ -189,7 +225,7 @@ pub struct FaultSpec {
 /// What a real restart of an inference engine costs: process start, loading the weights from storage,
 /// and warm-up (CUDA graph capture, compilation). Defaults are typical of vLLM on a data-centre node:
 /// tens of seconds to start and warm up, weights read at a few GB/s from local NVMe or a network volume.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RestartSpec {
     /// Container and engine start before weights load.

@@ -20,7 +20,9 @@ use crate::request::{Request, Segment};
 use crate::time::{SimDuration, SimTime};
 
 /// What happens to requests in flight on a worker that dies.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum InFlight {
     /// They fail (the client sees an error).
@@ -34,7 +36,9 @@ pub enum InFlight {
 }
 
 /// Where a conversation's state lives.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionState {
     /// The client resends the whole history with every turn; any worker can serve it (recomputing what it
@@ -62,7 +66,7 @@ impl SessionState {
 
 /// The shared KV store behind `session_state = "shared_tier"` when no `[tiers.shared]` is given: the
 /// fleet's `shared` tier ([`crate::tiers`]), written with finished turns only, oldest writes dropped first.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SharedTierSpec {
     /// Read bandwidth into one GPU, GB/s (each GPU of a tensor-parallel replica loads its own shard).
@@ -105,7 +109,7 @@ impl Default for SharedTierSpec {
 }
 
 /// `[gateway]`: health checking, timeouts, retries, migration and session state.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GatewaySpec {
     /// Time between active health checks of every worker.

@@ -3,7 +3,19 @@
 use serde::{Deserialize, Serialize};
 
 /// A GPU in the catalogue. Ids are lowercase in scenario files (`h100`, `mi300x`, ...).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum GpuId {
     A100,

@@ -3,7 +3,19 @@
 use serde::{Deserialize, Serialize};
 
 /// A model in the catalogue. Ids are lowercase in scenario files (`llama-3.1-8b`, ...).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 pub enum ModelId {
     #[serde(rename = "llama-3.1-8b")]
     Llama31_8b,

@@ -51,7 +51,7 @@ pub struct AdapterLoad {
 pub const MAX_LORA_RANKS: [u32; 9] = [1, 8, 16, 32, 64, 128, 256, 320, 512];
 
 /// A worker group's `[workers.lora]` table: the group's engines run with LoRA enabled.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoraParams {
     /// Distinct adapters in one batch at most: the GPU slots (vLLM's default, 1).
@@ -110,7 +110,9 @@ fn default_host_to_gpu_gb_per_s() -> Positive {
 }
 
 /// The modules a LoRA adapter adapts (PEFT's `target_modules`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TargetModules {
     /// q, k, v and o projections.

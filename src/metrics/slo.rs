@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::time::SimDuration;
 
 /// Service-level objectives: a completed request is *good* if it meets every one that is set.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Slo {
     /// Time to first token.

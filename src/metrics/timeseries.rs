@@ -12,7 +12,7 @@ use crate::config::Fraction;
 use crate::time::{SimDuration, SimTime};
 
 /// `[metrics]`: the time-series window, how recovery is judged, and the warm-up.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsSpec {
     /// Width of one time-series window.

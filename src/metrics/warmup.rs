@@ -131,6 +131,26 @@ impl<'de> Deserialize<'de> for Warmup {
     }
 }
 
+/// Accepts what `deserialize` accepts: `"auto"`, `"none"`, or a duration (text with a unit, or a number
+/// of seconds).
+impl schemars::JsonSchema for Warmup {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Warmup".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "The start of the run left out of the measurements: `\"auto\"` (detected with \
+                MSER-5), `\"none\"`, or a fixed duration (`\"90s\"`, `\"2m\"`, or a number of seconds).",
+            "anyOf": [
+                { "enum": ["auto", "none"] },
+                { "type": "string", "pattern": SimDuration::PATTERN },
+                { "type": "number", "minimum": 0 },
+            ],
+        })
+    }
+}
+
 /// Observations per batch (the 5 of MSER-5).
 pub const BATCH: usize = 5;
 /// Probe slots over the detection horizon (40 batches of 5).

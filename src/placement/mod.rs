@@ -35,7 +35,9 @@ use crate::config::Positive;
 use crate::time::SimDuration;
 
 /// Where a swapped-in model's weights are read from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum LoadFrom {
     /// Pinned host memory, over PCIe: vLLM's sleep mode level 1 (the default).
@@ -82,7 +84,7 @@ impl LoadFrom {
 }
 
 /// `[swaps]`: what changing a worker's model costs. Unset durations take [`LoadFrom`]'s defaults.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SwapSpec {
     /// Where the new model's weights come from.

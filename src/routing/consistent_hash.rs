@@ -12,7 +12,7 @@ use crate::config::{Positive, PositiveInt};
 use crate::rng::{SimRng, splitmix64};
 
 /// What to hash.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HashKey {
     /// The session id (requests without one hash their first prompt blocks).
@@ -22,9 +22,10 @@ pub enum HashKey {
 }
 
 /// Parameters of `consistent_hash`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsistentHashParams {
+    /// What is hashed onto the ring.
     #[serde(default = "default_key")]
     pub key: HashKey,
     /// Blocks of prompt that form a prefix key.

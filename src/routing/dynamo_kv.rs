@@ -39,7 +39,7 @@ use crate::request::Request;
 use crate::rng::SimRng;
 
 /// Parameters of `dynamo_kv` (named as Dynamo's `KvRouterConfig` names them).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DynamoParams {
     /// Weight of the prefill load (pending plus this request's uncached blocks) against the active

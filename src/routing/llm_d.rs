@@ -47,7 +47,8 @@ use crate::rng::SimRng;
 /// The release of llm-d's scheduler `llm_d` follows; the releases differ in the approximate prefix
 /// producer only (scorers, weights and picker are the same). Written as the release tag's
 /// `vMAJOR.MINOR`, a string (`version = "v0.8"`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+// The derived schema lists the serde names (`v0.8`, `v0.10`): exactly the strings `deserialize` takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub enum LlmDVersion {
     /// llm-d-inference-scheduler v0.8.0 (2026-04-25), whose producer is the Gateway API Inference
     /// Extension v1.5.0's: blocks of the engine's size (16 tokens, hashed as 64 characters), full blocks
@@ -110,16 +111,19 @@ impl LlmDVersion {
 }
 
 /// Parameters of `llm_d` (defaults: the scheduler's built-in configuration at `version`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LlmDParams {
     /// The upstream release followed.
     #[serde(default)]
     pub version: LlmDVersion,
+    /// Weight of the prefix-cache scorer (the share of the prompt's blocks the worker is believed to hold).
     #[serde(default = "three")]
     pub prefix_weight: NonNegative,
+    /// Weight of the queue scorer (the worker's waiting requests, min–max normalised across workers).
     #[serde(default = "two")]
     pub queue_weight: NonNegative,
+    /// Weight of the KV-cache utilisation scorer (1 − the worker's KV use).
     #[serde(default = "two")]
     pub kv_weight: NonNegative,
     /// Weight of the active-request scorer (requests in flight per worker; 0: not configured).
@@ -139,7 +143,7 @@ pub struct LlmDParams {
 }
 
 /// Parameters of `llm_d_precise` (defaults: llm-d's precise prefix-cache sample configuration).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LlmDPreciseParams {
     #[serde(default = "two")]

@@ -51,7 +51,9 @@ use crate::time::{SimDuration, SimTime};
 use crate::worker::WorkerSnapshot;
 
 /// Which end of the headroom the latency scorer prefers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum HeadroomStrategy {
     /// Closest to the SLO (packs load, keeps idle workers free): llm-d's default.
@@ -62,7 +64,7 @@ pub enum HeadroomStrategy {
 }
 
 /// Parameters of `llm_d_predicted` (defaults: llm-d's plugin defaults).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LlmDPredictedParams {
     /// Latency scorer's TTFT weight (`ttftWeight`).

@@ -28,13 +28,17 @@ use crate::lora::AdapterLoad;
 use crate::rng::SimRng;
 
 /// Parameters of `lora_affinity` (defaults 1 : 1 : 1).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoraAffinityParams {
+    /// Weight of the LoRA-affinity scorer: 1 where the request's adapter is running, 0.8 where the
+    /// worker has room to load one more adapter, 0.6 where the adapter is only waiting, 0 otherwise.
     #[serde(default = "one")]
     pub lora_weight: NonNegative,
+    /// Weight of the queue scorer (the worker's waiting requests, min–max normalised across workers).
     #[serde(default = "one")]
     pub queue_weight: NonNegative,
+    /// Weight of the KV-cache utilisation scorer (1 − the worker's KV use).
     #[serde(default = "one")]
     pub kv_weight: NonNegative,
 }

@@ -44,7 +44,7 @@ use crate::time::SimDuration;
 use crate::worker::WorkerSnapshot;
 
 /// Parameters of `predicted_latency`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PredictedLatencyParams {
     /// Weight of the TPOT term (relative to its target) against the TTFT term.

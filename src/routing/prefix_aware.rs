@@ -12,7 +12,7 @@ use crate::config::NonNegative;
 use crate::rng::SimRng;
 
 /// Parameters of `prefix_aware`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrefixAwareParams {
     /// Weight of the matched fraction of the prompt (0–1).

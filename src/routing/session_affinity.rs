@@ -17,7 +17,7 @@ use crate::rng::SimRng;
 use crate::time::{SimDuration, SimTime};
 
 /// What to do when the pinned worker cannot or should not take the request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OnUnavailable {
     /// Pin the session to the worker chosen instead.
@@ -29,7 +29,7 @@ pub enum OnUnavailable {
 }
 
 /// Parameters of `session_affinity`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionAffinityParams {
     /// A pin expires this long after the session's last request.

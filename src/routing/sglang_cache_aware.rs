@@ -44,7 +44,9 @@ use crate::time::{SimDuration, SimTime};
 
 /// What the router's tree is made of, for the worker it names when a request continues past known
 /// text.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TreeText {
     /// SGLang's: characters; a continuation goes to a worker that created a branch after the prefix.
@@ -55,13 +57,19 @@ pub enum TreeText {
 }
 
 /// Parameters of `sglang_cache_aware`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SglangParams {
+    /// The load is imbalanced (and the least loaded worker gets the request) when the most and least
+    /// loaded workers' outstanding requests differ by more than this…
     #[serde(default = "default_abs")]
     pub balance_abs_threshold: NonNegative,
+    /// …and the most loaded has more than this many times the least loaded's.
     #[serde(default = "default_rel")]
     pub balance_rel_threshold: Positive,
+    /// Fraction (0–1) of the prompt's blocks the longest match in the router's tree must exceed for the
+    /// request to go to the worker the match names; below it, the request goes to the least loaded
+    /// worker.
     #[serde(default = "default_cache")]
     pub cache_threshold: Fraction,
     /// What the tree is made of (which worker a continuation is sent to).

@@ -26,7 +26,7 @@ use crate::config::{PositiveInt, toml_value};
 use crate::time::SimDuration;
 
 /// A policy and its parameters. Built into behaviour by one exhaustive `match` in [`PolicyConfig::build`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "policy", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PolicyConfig {
     /// Each request to the next worker that is up, in id order.
@@ -223,10 +223,13 @@ pub fn spec_into_table(spec: &str, table: &mut toml::Table) -> Result<(), String
 }
 
 /// The router's own settings (everything in `[router]` but the policy).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RouterSettings {
-    /// What the router knows about KV residency; default: the policy's production default.
+    /// What the router knows about which worker holds which cached prompt blocks. Default: what the
+    /// policy's production router has: `approximate` for `llm_d`, `sglang_cache_aware` and
+    /// `llm_d_predicted`; `events` for `dynamo_kv`, `llm_d_precise` and `predicted_latency`; `oracle`
+    /// for the others.
     #[serde(default)]
     pub view: Option<ViewKind>,
     /// Delay of KV events (`view = "events"`).
@@ -269,7 +272,9 @@ pub struct RouterSettings {
 }
 
 /// How an L4 load balancer in front of several router replicas picks one for a request.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Spread {
     /// Each request to a replica drawn at random (kube-proxy's iptables mode, the Kubernetes default,
@@ -300,7 +305,9 @@ impl Spread {
 }
 
 /// What router replicas share.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ReplicaSync {
     /// Nothing: each replica knows the requests it routed itself (Dynamo without
@@ -502,6 +509,78 @@ impl Serialize for RouterSpec {
             settings,
         }
         .serialize(s)
+    }
+}
+
+/// The flat `[router]` table, as [`RouterSpec::from_table`] reads it: one branch per policy, each taking
+/// `policy`, that policy's parameters and the router's settings, and no other key.
+impl schemars::JsonSchema for RouterSpec {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RouterSpec".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        use serde_json::{Map, Value};
+        let settings = RouterSettings::json_schema(generator).to_value();
+        let policies = PolicyConfig::json_schema(generator).to_value();
+        let branches = policies
+            .get("oneOf")
+            .and_then(Value::as_array)
+            .expect("an internally tagged enum's schema is a oneOf");
+        let mut flat = Vec::with_capacity(branches.len());
+        for branch in branches {
+            // A policy with parameters refers to their struct: take its keys into the branch.
+            let mut branch = branch.as_object().cloned().unwrap_or_default();
+            if let Some(Value::String(reference)) = branch.remove("$ref") {
+                let name = reference.trim_start_matches("#/$defs/").to_string();
+                let params = generator
+                    .definitions_mut()
+                    .remove(&name)
+                    .expect("a policy's parameters are defined once, for its branch");
+                merge_object(&mut branch, params.as_object().cloned().unwrap_or_default());
+            }
+            merge_object(
+                &mut branch,
+                settings.as_object().cloned().unwrap_or_default(),
+            );
+            branch.insert("additionalProperties".into(), Value::Bool(false));
+            flat.push(Value::Object(branch));
+        }
+        let mut schema = Map::new();
+        schema.insert(
+            "description".into(),
+            "The router: `policy` picks the routing policy; the other keys are that policy's \
+             parameters and the router's settings, side by side in one table."
+                .into(),
+        );
+        schema.insert("type".into(), "object".into());
+        schema.insert("oneOf".into(), Value::Array(flat));
+        schemars::Schema::from(schema)
+    }
+}
+
+/// Adds `from`'s `properties` and `required` to `into`'s; other keywords of `from` are kept only where
+/// `into` has none of its own (a branch's description and title win over its parameters').
+fn merge_object(
+    into: &mut serde_json::Map<String, serde_json::Value>,
+    from: serde_json::Map<String, serde_json::Value>,
+) {
+    use serde_json::Value;
+    for (key, value) in from {
+        match (key.as_str(), into.get_mut(&key), value) {
+            ("properties", Some(Value::Object(mine)), Value::Object(theirs)) => mine.extend(theirs),
+            ("required", Some(Value::Array(mine)), Value::Array(theirs)) => {
+                for r in theirs {
+                    if !mine.contains(&r) {
+                        mine.push(r);
+                    }
+                }
+            }
+            (_, Some(_), _) => {}
+            (_, None, value) => {
+                into.insert(key, value);
+            }
+        }
     }
 }
 

@@ -20,11 +20,16 @@ use crate::time::{SimDuration, SimTime};
 use crate::worker::kv_cache::KvEvent;
 
 /// Which knowledge model the router uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ViewKind {
+    /// The router sees every worker's KV cache exactly, at once (an upper bound no real router has).
     Oracle,
+    /// The router learns of stored and evicted blocks from the workers' KV events, `event_delay` late
+    /// (Dynamo's KV router, llm-d's precise prefix scorer).
     Events,
+    /// The router guesses: a prompt it routed is assumed cached on that worker for `approx_ttl` or until
+    /// the remembered blocks exceed `approx_capacity_blocks` (llm-d's approximate scorer, SGLang's tree).
     Approximate,
 }
 

@@ -27,10 +27,12 @@ use crate::workload::WorkloadSpec;
 mod autoscaler;
 mod disaggregation;
 mod faults;
+pub mod keys_page;
 mod locate;
 mod models;
 mod overrides;
 mod router;
+pub mod schema;
 mod tiers;
 pub mod workers;
 
@@ -49,9 +51,10 @@ pub struct ScenarioError {
     pub message: String,
 }
 
-/// A whole scenario file. Serialising it gives the *resolved* scenario: every default filled in (what
-/// `run_info.json` records).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A fleetsim scenario: the fleet (`[[workers]]`), its traffic (`[workload]`), its router and, optionally,
+/// SLOs, faults, offload tiers, autoscaling and the rest. Unknown keys are errors.
+// Serialising it gives the *resolved* scenario: every default filled in (what `run_info.json` records).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// The file the scenario was read from (`parse`'s `file`), named with the line in errors found
@@ -60,22 +63,27 @@ pub struct Scenario {
     pub origin: String,
     /// Short name, copied into every output.
     pub name: String,
-    /// Master seed of every random stream.
+    /// Master seed of every random stream: the same seed gives the same results.
     #[serde(default)]
     pub seed: u64,
-    /// Arrival window: open-loop arrivals stop after it; requests in flight then run to completion.
+    /// Arrival window (simulated time): open-loop arrivals stop after it; requests in flight then run to
+    /// completion.
     pub duration: SimDuration,
-    /// Stop generating after this many requests (optional).
+    /// Stop generating after this many requests; unset: no cap.
     #[serde(default)]
     pub max_requests: Option<u64>,
     /// Worker groups, in id order.
     pub workers: Vec<WorkerGroup>,
+    /// The traffic: its `kind` (open-loop Poisson or gamma arrivals, sessions, a trace, a closed loop,
+    /// a benchmark client, stages, a mix) and the keys that kind takes.
     pub workload: WorkloadSpec,
+    /// The gateway's routing policy and the router's settings; default: `round_robin`.
     #[serde(default)]
     pub router: RouterSpec,
     /// Named router configurations for `fleetsim compare --policies NAME,...`.
     #[serde(default)]
     pub policies: BTreeMap<String, RouterSpec>,
+    /// Latency targets a request must meet to count as good (goodput, attainment).
     #[serde(default)]
     pub slo: Slo,
     /// Faults to inject (`[[faults]]`).
@@ -110,14 +118,14 @@ pub struct Scenario {
     /// read by the simulation.
     #[serde(default)]
     pub meta: Meta,
-    /// Horizontal autoscaling of the worker group, with cold starts (`[autoscaler]`, [`crate::autoscale`]).
+    /// Horizontal autoscaling of the worker group, with cold starts ([`crate::autoscale`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaler: Option<crate::autoscale::AutoscalerSpec>,
 }
 
 /// The `[meta]` table: the question a scenario answers, the conclusion drawn from it, and the conditions
 /// that should trigger a retest. Free text; unknown keys are errors like anywhere else.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Meta {
     /// What the scenario is meant to decide.

@@ -15,6 +15,24 @@ use std::path::PathBuf;
 #[serde(transparent)]
 pub struct Domains(pub Vec<String>);
 
+/// Accepts what `deserialize` accepts: one label or a list of labels.
+impl schemars::JsonSchema for Domains {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Domains".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Failure-domain labels: one label (`\"rack-2\"`) or a list \
+                (`[\"rack-2\", \"node-b\"]`).",
+            "anyOf": [
+                { "type": "string" },
+                { "type": "array", "items": { "type": "string" } },
+            ],
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Domains {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
@@ -33,10 +51,12 @@ impl<'de> Deserialize<'de> for Domains {
 }
 
 /// `count` identical workers.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerGroup {
+    /// Workers in the group: replicas of the model, each on `tp` GPUs.
     pub count: PositiveInt,
+    /// The GPU each worker runs on (`fleetsim catalog` lists them).
     pub gpu: GpuId,
     /// The model the group's workers serve (and, with `models`, the one they start with).
     pub model: ModelId,
@@ -47,6 +67,7 @@ pub struct WorkerGroup {
     /// Tensor-parallel degree (GPUs per replica).
     #[serde(default = "one")]
     pub tp: PositiveInt,
+    /// Weight precision (and, unless `kv_cache_dtype` says otherwise, the KV cache's): `bf16` or `fp8`.
     #[serde(default)]
     pub precision: Precision,
     /// The KV cache's data type, vLLM's `--kv-cache-dtype`; unset: BF16 whatever the weights, as
@@ -56,14 +77,26 @@ pub struct WorkerGroup {
     /// ModelOpt checkpoint whose `kv_cache_quant_algo` is FP8 on a later vLLM: twice the tokens per GiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_cache_dtype: Option<Precision>,
+    /// Token budget of one engine step, prompt chunks and decodes together (vLLM's
+    /// `--max-num-batched-tokens`). Default: what `vllm serve` picks on the group's GPU, 8192 on a GPU
+    /// of at least 70 GiB other than the A100, 2048 elsewhere.
     #[serde(default = "defaults::max_num_batched_tokens")]
+    #[schemars(transform = crate::scenario::schema::no_default)]
     pub max_num_batched_tokens: PositiveInt,
+    /// Most requests running in one engine step (vLLM's `--max-num-seqs`). Default: what `vllm serve`
+    /// picks on the group's GPU, 1024 on a GPU of at least 70 GiB other than the A100, 256 elsewhere.
     #[serde(default = "defaults::max_num_seqs")]
+    #[schemars(transform = crate::scenario::schema::no_default)]
     pub max_num_seqs: PositiveInt,
+    /// Tokens per KV-cache block (vLLM's `--block-size`): the unit of KV allocation and prefix caching.
     #[serde(default = "defaults::block_size")]
     pub block_size: PositiveInt,
+    /// Automatic prefix caching (vLLM's `--enable-prefix-caching`): a prompt reuses the KV blocks of an
+    /// earlier prompt with the same prefix.
     #[serde(default = "defaults::enable_prefix_caching")]
     pub enable_prefix_caching: bool,
+    /// Fraction of the GPU's memory (0–1) the engine may use for weights, activations and KV cache
+    /// (vLLM's `--gpu-memory-utilization`); the KV cache gets what is left after the rest.
     #[serde(default = "defaults::gpu_memory_utilization")]
     pub gpu_memory_utilization: Fraction,
     /// Override the KV capacity (blocks per worker) instead of deriving it from memory.

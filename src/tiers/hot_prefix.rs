@@ -29,7 +29,7 @@ use crate::request::common_prefix_len;
 use crate::time::{SimDuration, SimTime};
 
 /// `[interconnect.replication]`: copy prefixes requested faster than `rate_threshold` to more workers.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReplicationSpec {
     /// Requests per second for one prefix, over `window`, above which it is copied.

@@ -22,7 +22,7 @@ use crate::config::Positive;
 use crate::time::{SimDuration, SimTime};
 
 /// `[interconnect]`: how workers reach each other's GPU memory.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InterconnectSpec {
     /// NVLink bandwidth per GPU and direction within a node, GB/s; default: the GPU catalogue's.

@@ -39,7 +39,9 @@ use link::Link;
 use store::TierStore;
 
 /// Which block goes when a tier is full.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Eviction {
     /// Least recently written or read.
@@ -50,7 +52,7 @@ pub enum Eviction {
 }
 
 /// One tier's scenario section (`[tiers.host]`, `[tiers.disk]`, `[tiers.shared]`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TierSpec {
     /// Capacity in GB of KV: per worker for `host` and `disk` (all its GPUs' shards together), for the
@@ -69,13 +71,16 @@ pub struct TierSpec {
 }
 
 /// `[tiers]`: the tiers below GPU memory; all absent by default (a block evicted from GPU is gone).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TiersSpec {
+    /// CPU memory of each worker's host (`[tiers.host]`): the first tier a block evicted from GPU goes to.
     #[serde(default)]
     pub host: Option<TierSpec>,
+    /// Local disk of each worker (`[tiers.disk]`), below host memory.
     #[serde(default)]
     pub disk: Option<TierSpec>,
+    /// A store shared by every worker (`[tiers.shared]`): a block one worker stored, any worker can read.
     #[serde(default)]
     pub shared: Option<TierSpec>,
 }

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 /// Otherwise a request's prompt is prefilled on a prefill-capable worker (`prefill` or `both`), and, when
 /// that worker is a `prefill` one, its KV moves over the interconnect to a decode-capable worker
 /// (`decode` or `both`), which produces every output token.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Prefill and decode (an aggregated worker).

@@ -18,7 +18,7 @@ use crate::request::Request;
 use crate::rng::{fnv1a, splitmix64};
 
 /// The `adapters` table of a workload.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdapterSpec {
     /// How many distinct adapters.

@@ -39,7 +39,7 @@ pub const MAX_PROMPT_TOKENS: u32 = 8192;
 pub const MAX_MESSAGES: f64 = 10_000_000.0;
 
 /// `[workload.conversation_prompts]`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConversationPromptsSpec {
     /// Conversations in the dataset, in its order.

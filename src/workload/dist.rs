@@ -67,33 +67,51 @@ pub enum Rounding {
 }
 
 /// Kinds of [`LengthDist`], as written in a scenario's `dist` key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DistKind {
+    /// Always the same value: `tokens` (lengths) or `value` (durations).
     Fixed,
+    /// Uniform between `min` and `max`, both included.
     Uniform,
+    /// Lognormal with `median` and shape `sigma`, clamped to `min`/`max` where given.
     Lognormal,
+    /// Exponential with `mean`, clamped to `min`/`max` where given.
     Exponential,
+    /// Geometric with `mean` ≥ 1 (whole numbers from 1; lengths only), clamped to `min`/`max` where
+    /// given.
     Geometric,
+    /// The listed `values`, drawn with the given `weights` (lengths only).
     Empirical,
 }
 
-/// A length distribution as written in a scenario: `{ dist = "lognormal", median = 600, sigma = 0.8 }`,
-/// `{ dist = "geometric", mean = 4 }`, `{ dist = "empirical", values = [1, 2, 8], weights = [5, 3, 1] }`.
-///
-/// Kept flat (rather than a tagged enum) so that the TOML parser can point at the exact value that is
-/// wrong; [`LengthSpec::build`] then checks that the keys present are the ones `dist` takes.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// A distribution of lengths (tokens, turns), written inline: `{ dist = "fixed", tokens = 128 }`,
+/// `{ dist = "lognormal", median = 600, sigma = 0.8 }`, `{ dist = "geometric", mean = 4 }`,
+/// `{ dist = "empirical", values = [1, 2, 8], weights = [5, 3, 1] }`. Each `dist` takes only its own
+/// keys: `fixed` tokens; `uniform` min, max; `lognormal` median, sigma, min, max; `exponential` and
+/// `geometric` mean, min, max; `empirical` values, weights.
+// Kept flat (rather than a tagged enum) so that the TOML parser can point at the exact value that is
+// wrong; [`LengthSpec::build`] then checks that the keys present are the ones `dist` takes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LengthSpec {
+    /// The distribution's shape; required.
     pub dist: Option<DistKind>,
+    /// The length, for `dist = "fixed"`.
     pub tokens: Option<PositiveInt>,
+    /// Smallest length: the lower bound of `uniform`, a clamp for the others.
     pub min: Option<PositiveInt>,
+    /// Largest length: the upper bound of `uniform`, a clamp for the others.
     pub max: Option<PositiveInt>,
+    /// Median length (`lognormal`).
     pub median: Option<Positive>,
+    /// Standard deviation of the length's logarithm (`lognormal`; 0 is a fixed length).
     pub sigma: Option<NonNegative>,
+    /// Mean length (`exponential`, `geometric`).
     pub mean: Option<Positive>,
+    /// The lengths drawn (`empirical`).
     pub values: Option<Vec<PositiveInt>>,
+    /// Relative weight of each of `values`, same count (`empirical`).
     pub weights: Option<Vec<NonNegative>>,
 }
 
@@ -369,19 +387,28 @@ impl LengthDist {
     }
 }
 
-/// A distribution of durations (think times), as written in a scenario:
+/// A distribution of durations (think times), written inline:
 /// `{ dist = "lognormal", median = "20s", sigma = 1.0 }`, `{ dist = "exponential", mean = "8s" }`,
-/// `{ dist = "uniform", min = "2s", max = "30s" }`, `{ dist = "fixed", value = "10s" }`.
-/// Flat, for the same reason as [`LengthSpec`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// `{ dist = "uniform", min = "2s", max = "30s" }`, `{ dist = "fixed", value = "10s" }`. Each `dist`
+/// takes only its own keys: `fixed` value; `uniform` min, max; `lognormal` median, sigma, min, max;
+/// `exponential` mean, min, max.
+// Flat, for the same reason as [`LengthSpec`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DurationSpec {
+    /// The distribution's shape (`fixed`, `uniform`, `lognormal` or `exponential`); required.
     pub dist: Option<DistKind>,
+    /// The duration, for `dist = "fixed"`.
     pub value: Option<SimDuration>,
+    /// Shortest duration: the lower bound of `uniform`, a clamp for the others.
     pub min: Option<SimDuration>,
+    /// Longest duration: the upper bound of `uniform`, a clamp for the others.
     pub max: Option<SimDuration>,
+    /// Median duration (`lognormal`).
     pub median: Option<SimDuration>,
+    /// Standard deviation of the duration's logarithm (`lognormal`).
     pub sigma: Option<NonNegative>,
+    /// Mean duration (`exponential`).
     pub mean: Option<SimDuration>,
 }
 

@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::time::{SimDuration, SimTime};
 
 /// The `[workload.frontend]` table of a `concurrency` workload. Missing keys take the defaults above.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct FrontendSpec {
     /// `false`: no client, API server or warm-up costs at all (every client sends at the same instant).

@@ -23,7 +23,7 @@ use crate::workload::concurrency::ClientRules;
 use crate::workload::dist::{LengthDist, LengthSpec, Rounding};
 
 /// A benchmark client whose workload fleetsim reproduces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Harness {
     /// `vllm bench serve --dataset-name random` since vLLM PR #16126 (April 2025):
     /// `vllm/benchmarks/datasets.py`, `RandomDataset.get_sampling_params`. Lengths are uniform integers
@@ -59,7 +59,7 @@ pub enum Harness {
 
 /// A harness's own options, spelt as it spells them (a `[workload.options]` table, or `estimate
 /// --harness-option KEY=VALUE`). Each applies to the harnesses named on it; any other is refused.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HarnessOptions {
     /// vllm-bench, inferencemax: `--random-range-ratio`.

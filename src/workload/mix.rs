@@ -26,7 +26,7 @@ use crate::scenario::Slo;
 use crate::time::{SimDuration, SimTime};
 
 /// One `[[workload.classes]]` entry.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClassSpec {
     /// Short name, unique within the mix (`chat`, `rag`, `batch`); names the class in every output.
@@ -44,7 +44,7 @@ pub struct ClassSpec {
 
 /// A class's objectives: a request is good if it meets every latency target set; `fleetsim size`
 /// requires p95 TTFT and p95 TPOT within the targets and at least `goodput` of the class's requests good.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClassSlo {
     /// Time to first token.

@@ -21,7 +21,7 @@ use crate::config::Positive;
 use crate::time::{NANOS_PER_SEC, SimDuration, SimTime};
 
 /// The `rate_curve` table of a scenario's `[workload]`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RateCurveSpec {
     /// CSV file of `time (s), rate` rows, relative to the scenario file.

@@ -43,7 +43,7 @@ use crate::rng::{SimRng, fnv1a, splitmix64};
 use crate::time::{SimDuration, SimTime};
 
 /// A pool of shared segments (system prompts, tool schemas, documents) with Zipf popularity.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SegmentPool {
     /// Distinct segments in the pool.
@@ -59,7 +59,9 @@ pub struct SegmentPool {
 }
 
 /// When a session's later turns arrive.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionMode {
     /// A think time after the previous turn completes.

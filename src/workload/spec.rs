@@ -27,7 +27,9 @@ use crate::rng;
 use crate::time::{SimDuration, SimTime};
 
 /// Kinds of workload.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkloadKind {
     /// Open loop, Poisson arrivals at `rate`.
@@ -53,6 +55,19 @@ pub enum WorkloadKind {
 }
 
 impl WorkloadKind {
+    /// Every kind, in declaration order (the schema's per-kind rules are made from it; a test checks it
+    /// against the kinds the schema lists).
+    pub const ALL: [WorkloadKind; 8] = [
+        WorkloadKind::Poisson,
+        WorkloadKind::Gamma,
+        WorkloadKind::Sessions,
+        WorkloadKind::Trace,
+        WorkloadKind::Concurrency,
+        WorkloadKind::Benchmark,
+        WorkloadKind::Stages,
+        WorkloadKind::Mix,
+    ];
+
     fn as_str(self) -> &'static str {
         match self {
             WorkloadKind::Poisson => "poisson",
@@ -135,10 +150,37 @@ impl WorkloadKind {
     }
 }
 
+/// Adds to the `[workload]` schema what [`WorkloadSpec::validate`] checks first: for each `kind`, the
+/// keys that belong to other kinds are refused (`"key": false`). Keys no kind owns (`model`,
+/// `adapters`, …) are left to every kind.
+fn keys_by_kind(schema: &mut schemars::Schema) {
+    let owned: Vec<&str> = WorkloadSpec::default()
+        .present()
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
+    let rules: Vec<serde_json::Value> = WorkloadKind::ALL
+        .iter()
+        .map(|kind| {
+            let refused: serde_json::Map<String, serde_json::Value> = owned
+                .iter()
+                .filter(|key| !kind.keys().contains(key))
+                .map(|key| (key.to_string(), serde_json::Value::Bool(false)))
+                .collect();
+            serde_json::json!({
+                "if": { "properties": { "kind": { "const": kind.as_str() } } },
+                "then": { "properties": refused },
+            })
+        })
+        .collect();
+    schema.insert("allOf".into(), rules.into());
+}
+
 /// The `[workload]` table. Flat, with the keys each kind takes checked by [`WorkloadSpec::validate`], so
 /// that the parser can point at the exact value that is wrong.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = keys_by_kind)]
 pub struct WorkloadSpec {
     pub kind: WorkloadKind,
     /// Mean arrivals per second, fleet-wide (`poisson`, `gamma`).

@@ -41,7 +41,9 @@ use crate::time::{SimDuration, SimTime};
 const LEAD_IN: SimDuration = SimDuration::from_secs(1);
 
 /// How a stage spaces its sends (inference-perf's `load.type`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum StageLoad {
     /// `N` exponential gaps rescaled to fill the stage (inference-perf's default).
@@ -52,7 +54,7 @@ pub enum StageLoad {
 }
 
 /// One stage as written in a scenario: `{ rate = 10, duration = "20s" }`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StageSpec {
     /// Requests per second.

@@ -14,7 +14,7 @@ use crate::rng::{SimRng, fnv1a, splitmix64};
 use crate::time::{SimDuration, SimTime};
 
 /// Groups of requests that start with the same prefix (a system prompt, a tool schema, a document).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SharedPrefix {
     /// Distinct prefixes.

@@ -31,6 +31,7 @@ mod report_page;
 mod results;
 mod routing;
 mod routing_validation;
+mod schema;
 mod sessions;
 mod size;
 mod size_confident;

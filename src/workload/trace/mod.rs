@@ -187,7 +187,9 @@ pub fn unique_content(id: u64) -> u64 {
 }
 
 /// Trace formats fleetsim reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TraceFormat {
     /// Mooncake JSONL (`timestamp`, `input_length`, `output_length`, `hash_ids`).
