@@ -605,6 +605,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_warm_up_schema_accepts_what_deserialize_accepts() {
+        let schema = serde_json::to_value(schemars::schema_for!(Warmup)).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        for ok in [
+            serde_json::json!("auto"),
+            serde_json::json!("none"),
+            serde_json::json!("90s"),
+            serde_json::json!(12.5),
+        ] {
+            assert!(validator.is_valid(&ok), "{ok} refused");
+        }
+        for bad in [
+            serde_json::json!("sometimes"),
+            serde_json::json!(-1),
+            serde_json::json!(true),
+        ] {
+            assert!(!validator.is_valid(&bad), "{bad} accepted");
+        }
+    }
+
+    #[test]
     fn the_warm_up_line_says_when_the_cut_is_at_its_limit() {
         let mut w = WarmupSummary {
             mode: "auto".into(),
