@@ -340,15 +340,13 @@ impl Simulation {
         seq.enqueued = self.now;
         let mut t = self.prof.start();
         if self.workers[w].params.enable_prefix_caching {
-            let local = self.find_local_prefix(w, &mut seq, hashes, block_size, local_prefix);
+            let (local, prompt_blocks) =
+                self.find_local_prefix(w, &mut seq, hashes, block_size, local_prefix);
             // Until a request is first routed, its own text is cached nowhere.
             let nowhere_from = (seq.request)
                 .first_private_block(self.workers[w].params.block_size)
                 .filter(|_| first_routing);
-            let prompt_blocks =
-                (seq.request.prompt_tokens / self.workers[w].params.block_size) as usize;
-            let prompt_hashes = &seq.hashes[..prompt_blocks.min(seq.hashes.len())];
-            if looks_elsewhere(prompt_hashes, local, nowhere_from) {
+            if looks_elsewhere(&seq.hashes[..prompt_blocks], local, nowhere_from) {
                 // Other workers' pure steps, applied now: worker steps, not bookkeeping.
                 self.prof.stop(Phase::KvBookkeeping, t);
                 let c = self.prof.start();
@@ -370,9 +368,9 @@ impl Simulation {
         }
     }
 
-    /// The request's hashes at `w`'s block size, and how many of its prompt blocks `w` holds (the
-    /// router's lookup reused when the block sizes agree; a hint found at another block size fails its
-    /// check at the first block).
+    /// Sets the request's hashes at `w`'s block size; returns how many of its prompt blocks `w` holds
+    /// (the router's lookup reused when the block sizes agree; a hint found at another block size fails
+    /// its check at the first block) and how many of those hashes are the prompt's full blocks.
     fn find_local_prefix(
         &mut self,
         w: usize,
@@ -380,21 +378,22 @@ impl Simulation {
         hashes: Vec<u64>,
         block_size: u32,
         local_prefix: Option<usize>,
-    ) -> usize {
+    ) -> (usize, usize) {
         let worker_block_size = self.workers[w].params.block_size;
         seq.hashes = if worker_block_size == block_size {
             hashes
         } else {
             seq.request.block_hashes(worker_block_size)
         };
-        let prompt_blocks = (seq.request.prompt_tokens / worker_block_size) as usize;
-        let prompt_hashes = &seq.hashes[..prompt_blocks.min(seq.hashes.len())];
-        match local_prefix {
+        let prompt_blocks =
+            ((seq.request.prompt_tokens / worker_block_size) as usize).min(seq.hashes.len());
+        let local = match local_prefix {
             Some(l) if worker_block_size == block_size => l,
             _ => self.workers[w]
                 .pool
-                .cached_prefix_blocks_hinted(prompt_hashes, &mut seq.cached_hint),
-        }
+                .cached_prefix_blocks_hinted(&seq.hashes[..prompt_blocks], &mut seq.cached_hint),
+        };
+        (local, prompt_blocks)
     }
 
     /// Schedules the request's arrival at `w` when the prefix it lacks has loaded: from a tier after its
