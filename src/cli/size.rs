@@ -17,6 +17,8 @@ use crate::sizing::{
 };
 use crate::time::SimDuration;
 
+mod deployments;
+
 /// What `fleetsim size` was asked to do.
 pub(super) struct Args<'a> {
     pub scenario: &'a Path,
@@ -168,7 +170,51 @@ const FLOOR_SCALE: f64 = 0.02;
 const FLOOR_ROOM: f64 = 0.10;
 
 pub(super) fn size(a: Args) -> Result<()> {
-    let mut base = super::load_checked(a.scenario, a.set, a.force)?;
+    let base = super::load_checked(a.scenario, a.set, a.force)?;
+    if crate::sizing::deployments::applies(&base) {
+        return deployments::size(&a, &base);
+    }
+    let plan = plan(&a, base)?;
+    if let Some(dir) = a.out {
+        crate::output::prepare_dir(dir, &[a.scenario])?;
+    }
+    let runs = execute(&a, &plan, &thread_pool(&a)?, "")?;
+    let md = markdown(&a, &plan, &runs);
+    out!("{md}");
+    let json = serde_json::json!({
+        "replications": a.judging.replications,
+        "max_replications": a.judging.max_replications,
+        "confidence": crate::confidence::LEVEL,
+        "scales": scales_json(&runs),
+        // The first scale's candidates, as before scales existed.
+        "candidates": scales_json(&runs)[0]["candidates"].clone(),
+    });
+    write_out(&a, md, &json)
+}
+
+/// What `size` will judge: the scenario (its own deployment's bounds applied), the targets, and every
+/// candidate GPU × TP × policy that can run the model (with those that cannot, and why).
+struct Plan {
+    base: Scenario,
+    target: Target,
+    /// A mixed fleet: dollars per worker-hour of each of its two groups.
+    mix: Option<[f64; 2]>,
+    /// Each candidate with its GPU's price per hour.
+    candidates: Vec<(Candidate, f64)>,
+    unfit: Vec<(Candidate, String)>,
+}
+
+/// One traffic scale's answers, ranked, with why each loser loses.
+struct ScaleRun {
+    scale: f64,
+    /// The scenario with its traffic scaled.
+    scenario: Scenario,
+    results: Vec<Sized>,
+    reasons: Vec<String>,
+}
+
+/// Checks that `size` can reshape `base` as asked and lists the candidates.
+fn plan(a: &Args, mut base: Scenario) -> Result<Plan> {
     if base.workers.len() == 1
         && let Some(auto) = &base.autoscaler
     {
@@ -189,13 +235,6 @@ pub(super) fn size(a: Args) -> Result<()> {
         );
     }
     if base.workers.len() > 1 && !pool {
-        if base.autoscaler.is_some() {
-            bail!(
-                "{}: size searches the replica bounds of one autoscaled deployment; this scenario autoscales {} (one per [[workers]] group). Size each model in a scenario of its own (its group and its traffic), then give each its bounds under [autoscaler.models]",
-                a.scenario.display(),
-                base.workers.len()
-            );
-        }
         if let Some(i) = base.workers.iter().position(|g| g.prefill_workers > 0) {
             bail!(
                 "{}: workers[{i}]: size reshapes a disaggregated fleet (prefill_workers) only as the scenario's one [[workers]] group",
@@ -313,19 +352,30 @@ pub(super) fn size(a: Args) -> Result<()> {
                 .join("; ")
         );
     }
-    if let Some(dir) = a.out {
-        crate::output::prepare_dir(dir, &[a.scenario])?;
-    }
+    Ok(Plan {
+        base,
+        target,
+        mix,
+        candidates,
+        unfit,
+    })
+}
+
+/// The worker threads: `--threads`, else one per core.
+fn thread_pool(a: &Args) -> Result<rayon::ThreadPool> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let pool = rayon::ThreadPoolBuilder::new()
+    rayon::ThreadPoolBuilder::new()
         .num_threads(a.threads.unwrap_or(cores).max(1))
         .build()
-        .context("cannot start worker threads")?;
-    let mut md = String::new();
-    let mut json_scales = Vec::new();
-    let mut growth: Growth = Vec::new();
+        .context("cannot start worker threads")
+}
+
+/// Sizes every candidate of `plan` at every traffic scale. `what` names the deployment in the
+/// progress lines (empty for the whole scenario).
+fn execute(a: &Args, plan: &Plan, pool: &rayon::ThreadPool, what: &str) -> Result<Vec<ScaleRun>> {
+    let mut runs = Vec::new();
     for &scale in &a.traffic_scales {
-        let mut scaled = base.clone();
+        let mut scaled = plan.base.clone();
         if scale != 1.0 {
             scaled
                 .workload
@@ -333,58 +383,83 @@ pub(super) fn size(a: Args) -> Result<()> {
                 .map_err(|m| anyhow::anyhow!("{}: --traffic-scale: {m}", a.scenario.display()))?;
         }
         eprintln!(
-            "sizing {} candidate(s){} (headroom: {}; SLO: {}; {} replications, up to {} where undecided)",
-            candidates.len(),
+            "sizing {}{} candidate(s){} (headroom: {}; SLO: {}; {} replications, up to {} where undecided)",
+            what,
+            plan.candidates.len(),
             if a.traffic_scales.len() > 1 {
                 format!(" at traffic × {scale}")
             } else {
                 String::new()
             },
             headroom_text(&a.headroom, &scaled),
-            slo_text(&target),
+            slo_text(&plan.target),
             a.judging.replications,
             a.judging.max_replications.max(a.judging.replications),
         );
-        let results = pool.install(|| size_all(&a, &scaled, &target, &candidates, mix));
-        let (results, reasons) = rank(results, &scaled, &a, &target)?;
+        let results =
+            pool.install(|| size_all(a, &scaled, &plan.target, &plan.candidates, plan.mix));
+        let (results, reasons) = rank(results, &scaled, a, &plan.target)?;
+        runs.push(ScaleRun {
+            scale,
+            scenario: scaled,
+            results,
+            reasons,
+        });
+    }
+    Ok(runs)
+}
+
+/// The tables of every traffic scale, then (with several) when to grow.
+fn markdown(a: &Args, plan: &Plan, runs: &[ScaleRun]) -> String {
+    let mut md = String::new();
+    let mut growth: Growth = Vec::new();
+    for r in runs {
         let title = if a.traffic_scales.len() > 1 {
-            format!("{} — fleet sizing at traffic × {scale}", base.name)
+            format!("{} — fleet sizing at traffic × {}", plan.base.name, r.scale)
         } else {
-            format!("{} — fleet sizing", base.name)
+            format!("{} — fleet sizing", plan.base.name)
         };
         md.push_str(&report(
-            &title, &target, &a, &scaled, &results, &reasons, &unfit,
+            &title,
+            &plan.target,
+            a,
+            &r.scenario,
+            &r.results,
+            &r.reasons,
+            &plan.unfit,
         ));
         md.push('\n');
         growth.push((
-            scale,
-            results
+            r.scale,
+            r.results
                 .iter()
-                .map(|r| (label(&scaled, &r.c), r.found().map(|(e, _, _)| e.shape)))
+                .map(|x| (label(&r.scenario, &x.c), x.found().map(|(e, _, _)| e.shape)))
                 .collect(),
         ));
-        json_scales.push(to_json(scale, &scaled, &results, &reasons));
     }
     if a.traffic_scales.len() > 1 {
         md.push_str(&growth_table(&growth));
     }
-    out!("{md}");
+    md
+}
+
+/// `size.json`'s `scales`: every candidate of every traffic scale.
+fn scales_json(runs: &[ScaleRun]) -> Vec<serde_json::Value> {
+    runs.iter()
+        .map(|r| to_json(r.scale, &r.scenario, &r.results, &r.reasons))
+        .collect()
+}
+
+/// Writes `size.md` and `size.json` to `--out`, if given.
+fn write_out(a: &Args, md: String, json: &serde_json::Value) -> Result<()> {
     if let Some(dir) = a.out {
-        let json = serde_json::json!({
-            "replications": a.judging.replications,
-            "max_replications": a.judging.max_replications,
-            "confidence": crate::confidence::LEVEL,
-            "scales": json_scales,
-            // The first scale's candidates, as before scales existed.
-            "candidates": json_scales[0]["candidates"].clone(),
-        });
         crate::output::write_dir(
             dir,
             &[
                 ("size.md".into(), md.into_bytes()),
                 (
                     "size.json".into(),
-                    (serde_json::to_string_pretty(&json).expect("json") + "\n").into_bytes(),
+                    (serde_json::to_string_pretty(json).expect("json") + "\n").into_bytes(),
                 ),
             ],
             &[a.scenario],

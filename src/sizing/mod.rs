@@ -13,6 +13,7 @@
 //!   unverified answer.
 //! - Every run of a candidate uses the scenario's seed, so candidates see the same arrivals.
 
+pub mod deployments;
 pub mod search;
 
 use std::collections::BTreeMap;
@@ -507,7 +508,7 @@ pub fn pooled(s: &Scenario) -> bool {
 }
 
 /// Puts group `g` on the candidate's GPU and TP.
-fn candidate_hardware(g: &mut crate::scenario::WorkerGroup, c: &Candidate) {
+pub(crate) fn candidate_hardware(g: &mut crate::scenario::WorkerGroup, c: &Candidate) {
     if g.gpu != c.gpu || g.tp.0 != c.tp {
         // A fitted profile file belongs to the configuration it was measured on.
         g.profile = None;
@@ -730,27 +731,19 @@ pub fn checks(case: &str, runs: &[&Summary], t: &Target) -> Vec<Check> {
 /// failure cases placed in its steady state. Returns, per replication, (label, summary) per case, the
 /// no-fault case first.
 fn run_replications(
-    base: &Scenario,
-    c: &Candidate,
-    shape: Shape,
+    s: &Scenario,
     headroom: &Headroom,
     from: u32,
     to: u32,
 ) -> Result<Vec<Vec<(String, Summary)>>, String> {
     use rayon::prelude::*;
-    let s = match &headroom.domain {
-        Some((label, size)) => fleet_in_domains(base, c, shape.workers(), label, *size),
-        None => fleet(base, c, shape),
-    };
-    let name = format!("{} × {shape}", c.gpu.as_str());
-    s.validate().map_err(|(f, m)| format!("{name}: {f}: {m}"))?;
     let run = |sc: &Scenario| -> Result<Summary, String> {
         Ok(Simulation::from_scenario(sc)?.try_run(&mut |_| {})?.summary)
     };
     (from..to)
         .into_par_iter()
         .map(|r| {
-            let sr = crate::confidence::replicate::scenario_of(&s, r);
+            let sr = crate::confidence::replicate::scenario_of(s, r);
             let calm = run(&sr)?;
             let warmup = SimDuration::from_secs_f64(warmup_s(&calm));
             let failures = failure_cases(&sr, headroom, warmup);
@@ -817,7 +810,26 @@ pub fn evaluate(
             note: Some(why),
         });
     }
-    let mut reps = run_replications(base, c, shape, headroom, 0, judging.replications.max(1))?;
+    let s = match &headroom.domain {
+        Some((label, size)) => fleet_in_domains(base, c, shape.workers(), label, *size),
+        None => fleet(base, c, shape),
+    };
+    let name = format!("{} × {shape}", c.gpu.as_str());
+    s.validate().map_err(|(f, m)| format!("{name}: {f}: {m}"))?;
+    judge(&s, shape, headroom, target, judging).map(|(e, _)| e)
+}
+
+/// Runs every case of the fleet `s` as it stands (its shape, as the tables show it, is `shape`) over
+/// `judging`'s replications (more while an SLO is undecided, up to the cap) and judges them against
+/// `target`. Returns the evaluation and the no-fault run of each replication.
+pub fn judge(
+    s: &Scenario,
+    shape: Shape,
+    headroom: &Headroom,
+    target: &Target,
+    judging: &Judging,
+) -> Result<(Evaluation, Vec<Summary>), String> {
+    let mut reps = run_replications(s, headroom, 0, judging.replications.max(1))?;
     loop {
         let cases: Vec<&str> = reps[0].iter().map(|(l, _)| l.as_str()).collect();
         let mut all = Vec::new();
@@ -830,14 +842,14 @@ pub fn evaluate(
         let decided = all.iter().any(|c| !c.passes() && !c.undecided());
         if undecided && !decided && n < judging.max_replications && n >= 2 {
             let next = crate::confidence::replicate::next_count(n, judging.max_replications);
-            reps.extend(run_replications(base, c, shape, headroom, n, next)?);
+            reps.extend(run_replications(s, headroom, n, next)?);
             continue;
         }
         let calm: Vec<&Summary> = reps.iter().map(|r| &r[0].1).collect();
         let mean = |f: &dyn Fn(&Summary) -> f64| {
             Estimate::of(&calm.iter().map(|s| f(s)).collect::<Vec<_>>())
         };
-        return Ok(Evaluation {
+        let evaluation = Evaluation {
             count: shape.decode,
             shape,
             checks: all,
@@ -854,7 +866,9 @@ pub fn evaluate(
                 .filter(|s| s.warmup.as_ref().is_some_and(|w| w.at_limit))
                 .count() as u32,
             note: None,
-        });
+        };
+        let calm = reps.into_iter().map(|mut r| r.swap_remove(0).1).collect();
+        return Ok((evaluation, calm));
     }
 }
 

@@ -68,7 +68,7 @@ impl WorkloadKind {
         WorkloadKind::Mix,
     ];
 
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             WorkloadKind::Poisson => "poisson",
             WorkloadKind::Gamma => "gamma",

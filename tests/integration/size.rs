@@ -17,7 +17,12 @@ const OUTPUT: u64 = 128;
 /// chunk. Decode contexts run from PROMPT to PROMPT + OUTPUT: PROMPT + OUTPUT / 2 on average.
 /// μ_max = (B / OUTPUT) / t_step, t_step = (1 − f)·t_decode + f·t_mixed, f = B / OUTPUT.
 fn mu_max() -> f64 {
-    let perf = PerfModel::calibrated(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16);
+    mu_max_of(ModelId::Llama31_8b)
+}
+
+/// [`mu_max`] of `model` on one H100 in BF16.
+fn mu_max_of(model: ModelId) -> f64 {
+    let perf = PerfModel::calibrated(GpuId::H100, model, 1, Precision::Bf16);
     let ctx = PROMPT + OUTPUT / 2;
     let t_decode = perf.decode_step_seconds(B, ctx);
     let mut mixed = StepShape::default();
@@ -495,4 +500,167 @@ fn a_pool_of_shared_gpus_is_sized_in_gpus() {
     let partial = partial.replace("../traces", concat!(env!("CARGO_MANIFEST_DIR"), "/traces"));
     let e = refused(&["--headroom", "0"], Some(&partial));
     assert!(e.contains("workers[0]") && e.contains("one pool"), "{e}");
+}
+
+/// Two models, each its own autoscaled deployment, at 2.5 and 1.5 times one replica's capacity: each is
+/// sized on its own traffic (a 10-minute cold start: every replica must be there from the start, so
+/// each deployment's answer is its static count, ceil(2.5) = 3 and ceil(1.5) = 2), and the whole fleet
+/// of both answers is run and passes, billed for 3 + 2 replicas.
+#[test]
+fn several_autoscaled_deployments_are_sized_each_on_its_own_traffic() {
+    let t = TempDir::new("size-deployments");
+    let (small, other) = (ModelId::Llama31_8b, ModelId::Llama2_7b);
+    let class = |model: ModelId, rate: f64| {
+        let m = model.as_str();
+        format!(
+            r#"
+[[workload.classes]]
+name = "{m}"
+[workload.classes.traffic]
+kind = "poisson"
+model = "{m}"
+rate = {rate}
+prompt = {{ dist = "fixed", tokens = {PROMPT} }}
+output = {{ dist = "fixed", tokens = {OUTPUT} }}
+"#
+        )
+    };
+    let group = |model: ModelId| {
+        format!(
+            r#"
+[[workers]]
+count = 1
+gpu = "h100"
+model = "{}"
+max_num_seqs = {B}
+enable_prefix_caching = false
+"#,
+            model.as_str()
+        )
+    };
+    let text = format!(
+        r#"
+name = "two-deployments"
+seed = 7
+duration = "120s"
+{}{}
+[router]
+policy = "least_outstanding"
+
+[workload]
+kind = "mix"
+{}{}
+[autoscaler]
+min_replicas = 1
+max_replicas = 1
+metric = "concurrency"
+target = {B}.0
+image_pull = "0s"
+weight_load = "0s"
+warmup = "600s"
+
+[slo]
+ttft = "5s"
+tpot = "1s"
+"#,
+        group(small),
+        group(other),
+        class(small, 2.5 * mu_max_of(small)),
+        class(other, 1.5 * mu_max_of(other)),
+    );
+    let v = size_of(&t, "two", &text, &["--max-workers", "8"]);
+    let deployments = v["deployments"].as_array().unwrap();
+    assert_eq!(deployments.len(), 2, "{v:#}");
+    let bounds = |d: &serde_json::Value| {
+        let c = &d["candidates"][0];
+        (c["min_replicas"].as_u64(), c["max_replicas"].as_u64())
+    };
+    assert_eq!(deployments[0]["model"], small.as_str());
+    assert_eq!(bounds(&deployments[0]), (Some(3), Some(3)), "{v:#}");
+    assert_eq!(deployments[1]["model"], other.as_str());
+    assert_eq!(bounds(&deployments[1]), (Some(2), Some(2)), "{v:#}");
+    // Each deployment was judged on its own model's class only.
+    let binding = &deployments[1]["candidates"][0]["binding"];
+    assert!(
+        binding["class"].is_null() || binding["class"] == other.as_str(),
+        "{binding:#}"
+    );
+
+    let f = &v["fleets"][0];
+    assert_eq!(f["feasible"], true, "{f:#}");
+    let parts: Vec<(String, u64, u64)> = f["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["model"].as_str().unwrap().to_string(),
+                d["min_replicas"].as_u64().unwrap(),
+                d["max_replicas"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        parts,
+        [
+            (small.as_str().to_string(), 3, 3),
+            (other.as_str().to_string(), 2, 2)
+        ]
+    );
+    assert_eq!(f["gpus_at_most"], 5);
+    // Both deployments hold their floors for the whole run: 5 H100s billed at the catalogue's price.
+    assert!(
+        (f["replicas_mean"].as_f64().unwrap() - 5.0).abs() < 1e-9,
+        "{f:#}"
+    );
+    assert!(
+        (f["usd_per_hour"].as_f64().unwrap() - 5.0 * 3.0).abs() < 1e-6,
+        "{f:#}"
+    );
+}
+
+/// Traffic `size` cannot split by model is refused with the field that says why.
+#[test]
+fn several_deployments_need_traffic_that_names_its_model() {
+    let t = TempDir::new("size-deployments-bad");
+    let text = r#"
+name = "unsplit"
+duration = "60s"
+
+[[workers]]
+count = 1
+gpu = "h100"
+model = "llama-3.1-8b"
+
+[[workers]]
+count = 1
+gpu = "h100"
+model = "llama-2-7b"
+
+[workload]
+kind = "poisson"
+rate = 1.0
+model = "llama-3.1-8b"
+prompt = { dist = "fixed", tokens = 100 }
+output = { dist = "fixed", tokens = 10 }
+
+[autoscaler]
+metric = "concurrency"
+target = 8.0
+max_replicas = 2
+
+[slo]
+ttft = "1s"
+"#;
+    let path = t.path("unsplit.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = Command::cargo_bin("fleetsim")
+        .unwrap()
+        .arg("size")
+        .arg(&path)
+        .assert()
+        .failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(err.contains("unsplit.toml: workload.kind:"), "{err}");
+    assert!(err.contains("kind = \"mix\""), "{err}");
 }
