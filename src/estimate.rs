@@ -112,6 +112,9 @@ pub struct Estimate {
     /// Whose metric definitions TTFT, TPOT and ITL follow (written when not `vllm bench serve`'s).
     #[serde(skip_serializing_if = "BenchDefinitions::is_vllm_bench")]
     pub definitions: BenchDefinitions,
+    /// GuideLLM with a warm-up or cool-down: its measured window; `requests` are those in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<crate::metrics::bench::MeasuredWindow>,
 }
 
 impl Estimate {
@@ -213,7 +216,18 @@ impl Estimate {
                  weighted by gaps; percentiles without interpolation"
             }
         };
-        let _ = writeln!(o, "\nRequests measured: {} ({definitions}).", self.requests);
+        match &self.window {
+            Some(w) => {
+                let _ = writeln!(
+                    o,
+                    "\nRequests measured: {} of {} completed, those overlapping GuideLLM's measured window ({:.3}–{:.3} s, after its warm-up and before its cool-down) ({definitions}).",
+                    self.requests, w.completed, w.start_s, w.end_s
+                );
+            }
+            None => {
+                let _ = writeln!(o, "\nRequests measured: {} ({definitions}).", self.requests);
+            }
+        }
         if let Some(note) = self.grouping_note() {
             let _ = writeln!(o, "\n{note}");
         }
@@ -276,7 +290,7 @@ fn simulate(
     let bench = out
         .bench
         .expect("a concurrency workload reports its client's measurements");
-    if Some(bench.requests) != requests {
+    if Some(bench.completed()) != requests {
         return Err(format!(
             "a request of {} + {} tokens does not fit the worker's KV cache ({} rejected)",
             longest.0, longest.1, out.summary.requests.rejected
@@ -446,6 +460,7 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
         itl_mean_ms: round(loaded.itl_mean_ms, 6),
         warmup_ttft_ms: loaded.warmup.as_ref().map(|w| round(w.ttft_ms, 6)),
         definitions: loaded.definitions,
+        window: loaded.window.clone(),
     })
 }
 

@@ -454,6 +454,8 @@ fn benchmark() -> impl Strategy<Value = String> {
         number(&["16", "64"]).prop_map(|v| format!("prompt_tokens_min = {v}")),
         number(&["400", "900"]).prop_map(|v| format!("output_tokens_max = {v}")),
         number(&["0.5", "50", "5000"]).prop_map(|v| format!("request_rate = {v}")),
+        number(&["0", "0.25", "3"]).prop_map(|v| format!("warmup = {v}")),
+        number(&["0.1", "2", "500"]).prop_map(|v| format!("cooldown = {v}")),
     ];
     (
         prop::sample::select(
@@ -602,10 +604,29 @@ fn run(text: &str, file: &str, set: &[String]) {
             0
         };
         assert_eq!(warm, want, "its warm-up:\n{text}");
+        // GuideLLM's phases leave out at most W + 1 requests that ended before its window and C + 1
+        // sent after it (`BenchLog::measured`).
+        if let Some(w) = &b.window {
+            let p = fleetsim::metrics::bench::TransientPhases::of(
+                cfg.client.transient.0,
+                cfg.client.transient.1,
+                budget,
+            );
+            let most = p
+                .warmup
+                .map_or(0, |w| w.saturating_add(1))
+                .saturating_add(p.cooldown.map_or(0, |c| c.saturating_add(1)));
+            assert!(b.requests <= w.completed, "{text}");
+            assert!(w.completed - b.requests <= most, "{text}\n{w:?}");
+        }
         if cut {
-            assert!(b.requests <= budget, "at most the budget:\n{text}");
+            assert!(b.completed() <= budget, "at most the budget:\n{text}");
         } else {
-            assert_eq!(b.requests, budget, "the harness's budget:\n{text}\n{set:?}");
+            assert_eq!(
+                b.completed(),
+                budget,
+                "the harness's budget:\n{text}\n{set:?}"
+            );
             assert_eq!(r.arrived, budget + warm, "nothing else sent:\n{text}");
         }
     }

@@ -145,14 +145,71 @@ pub struct BenchReport {
     /// Output tokens of the benchmark requests per second, over the client's window.
     pub output_tokens_per_s: f64,
     pub warmup: Option<Warmup>,
+    /// GuideLLM with a warm-up or cool-down: its measured window; the figures above count only the
+    /// requests that overlap it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<MeasuredWindow>,
 }
 
-/// One completed benchmark request, ms from its send, and its output tokens.
+/// GuideLLM's measured window ([`BenchLog::measured`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredWindow {
+    /// Its start and end, seconds from the start of the run.
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Benchmark requests completed in all, in the window or not (`requests` counts those in it).
+    pub completed: u64,
+}
+
+impl BenchReport {
+    /// Benchmark requests completed, whether the figures count them or not.
+    pub fn completed(&self) -> u64 {
+        self.window.as_ref().map_or(self.requests, |w| w.completed)
+    }
+}
+
+/// One completed benchmark request: ms from its send, its output tokens, and (seconds) when it was
+/// sent, saw its first chunk and its last.
 #[derive(Clone, Copy, Debug)]
 struct Timed {
     ttft: f64,
     e2e: f64,
     output: u32,
+    sent_s: f64,
+    first_s: f64,
+    end_s: f64,
+}
+
+/// GuideLLM's warm-up and cool-down in requests (its `TransientPhaseConfig` in request mode, the mode
+/// a run bounded only by a request count takes): `None` where the phase is not set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TransientPhases {
+    pub warmup: Option<u64>,
+    pub cooldown: Option<u64>,
+}
+
+impl TransientPhases {
+    /// The phases of a run of `requests` from GuideLLM's `warmup` and `cooldown` values: below 1 a
+    /// fraction of the requests, from 1 on a count, truncated (`TransientPhaseConfig.create_from_value`
+    /// and `compute_limits`, guidellm v0.7.3 `benchmark/schemas/base.py` L62-157).
+    pub fn of(warmup: Option<f64>, cooldown: Option<f64>, requests: u64) -> Self {
+        let count = |v: f64| {
+            if v < 1.0 {
+                (v * requests as f64) as u64
+            } else {
+                v as u64
+            }
+        };
+        TransientPhases {
+            warmup: warmup.map(count),
+            cooldown: cooldown.map(count),
+        }
+    }
+
+    /// Whether either phase is set.
+    pub fn is_set(&self) -> bool {
+        self.warmup.is_some() || self.cooldown.is_some()
+    }
 }
 
 /// Collects client-side timings as requests complete.
@@ -165,6 +222,7 @@ pub struct BenchLog {
     first_token_s: Option<f64>,
     last_end_s: f64,
     warmup: Vec<(f64, f64)>,
+    phases: TransientPhases,
 }
 
 impl BenchLog {
@@ -176,13 +234,22 @@ impl BenchLog {
         }
     }
 
+    /// The log of a GuideLLM run with warm-up and cool-down `phases` ([`BenchLog::measured`]).
+    pub fn with_phases(mut self, phases: TransientPhases) -> Self {
+        self.phases = phases;
+        self
+    }
+
     /// A completed benchmark request: sent at `sent_s`, first and last chunk seen at `first_s` and
-    /// `end_s` (seconds), with `output` tokens.
+    /// `end_s` (seconds), with `output` tokens. Requests are recorded in the order they complete.
     pub fn record(&mut self, sent_s: f64, first_s: f64, end_s: f64, output: u32) {
         self.done.push(Timed {
             ttft: (first_s - sent_s) * 1e3,
             e2e: (end_s - sent_s) * 1e3,
             output,
+            sent_s,
+            first_s,
+            end_s,
         });
         self.output_tokens += u64::from(output);
         self.first_send_s = Some(self.first_send_s.map_or(sent_s, |f| f.min(sent_s)));
@@ -196,8 +263,74 @@ impl BenchLog {
             .push(((first_s - sent_s) * 1e3, (end_s - sent_s) * 1e3));
     }
 
+    /// GuideLLM's measurement window over the requests recorded, `(start, end)` in seconds, and the
+    /// requests it keeps: those that end at or after its start and were sent at or before its end
+    /// (`get_within_range`, guidellm v0.7.3 `benchmark/schemas/accumulator.py` L617-641).
+    ///
+    /// Its start (`GenerativeBenchmarkTimings.update_estimate` and `compute_transition_time`, `base.py`
+    /// L160-256): with a warm-up of W requests, every request update the benchmark sees while exactly
+    /// W + 1 requests have completed sets it to that request's start, so it ends as the start of the
+    /// request whose update came last before the (W + 2)-th completion: the (W + 1)-th completion
+    /// itself, a request sent after it, or one whose first token arrived after it. Without a warm-up
+    /// it is the first send. Its end: with a cool-down of C requests, the completion of the
+    /// (N − C − 1)-th request (when C + 1 remain of the N); else the last response.
+    pub fn measured(&self) -> (f64, f64, Vec<usize>) {
+        let n = self.done.len();
+        let first_send = self
+            .done
+            .iter()
+            .map(|t| t.sent_s)
+            .fold(f64::INFINITY, f64::min);
+        let last_end = self
+            .done
+            .iter()
+            .map(|t| t.end_s)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let start = match self.phases.warmup {
+            Some(w) if w < n as u64 => {
+                let w = w as usize;
+                let from = self.done[w].end_s;
+                let to = self.done.get(w + 1).map_or(f64::INFINITY, |t| t.end_s);
+                let mut latest = (from, self.done[w].sent_s);
+                for t in &self.done {
+                    for at in [t.sent_s, t.first_s] {
+                        if at >= from && at < to && at >= latest.0 {
+                            latest = (at, t.sent_s);
+                        }
+                    }
+                }
+                latest.1
+            }
+            _ => first_send,
+        };
+        let end = match self.phases.cooldown {
+            Some(c) if n >= 2 && c <= (n - 2) as u64 => self.done[n - 2 - c as usize].end_s,
+            _ => last_end,
+        };
+        let kept = (0..n)
+            .filter(|&i| self.done[i].end_s >= start && self.done[i].sent_s <= end)
+            .collect();
+        (start, end, kept)
+    }
+
     /// The report so far.
     pub fn report(&self) -> BenchReport {
+        if self.definitions == BenchDefinitions::Guidellm && self.phases.is_set() {
+            let (start, end, kept) = self.measured();
+            let mut log = BenchLog::new(self.definitions);
+            log.warmup.clone_from(&self.warmup);
+            for &i in &kept {
+                let t = self.done[i];
+                log.record(t.sent_s, t.first_s, t.end_s, t.output);
+            }
+            let mut r = log.report();
+            r.window = Some(MeasuredWindow {
+                start_s: round(start, 9),
+                end_s: round(end, 9),
+                completed: self.done.len() as u64,
+            });
+            return r;
+        }
         let duration_s = self
             .first_send_s
             .map_or(0.0, |f| (self.last_end_s - f).max(0.0));
@@ -280,6 +413,7 @@ impl BenchLog {
             duration_s: round(duration_s, 9),
             output_tokens_per_s,
             warmup,
+            window: None,
         }
     }
 }
@@ -337,6 +471,75 @@ mod tests {
 
     /// GuideLLM: TPOT includes the first token and is weighted by output tokens; ITL weighted by gaps;
     /// percentiles without interpolation; throughput from the first token seen to the last.
+    /// Two streams, six requests of 10 tokens, each sent as the previous one on its stream completes,
+    /// recorded in completion order: (sent, first, end).
+    fn two_streams(phases: TransientPhases, next_send_delay: f64) -> BenchLog {
+        let mut log = BenchLog::new(BenchDefinitions::Guidellm).with_phases(phases);
+        let d = next_send_delay;
+        for (sent, first, end) in [
+            (0.0, 0.1, 1.0),
+            (0.0, 0.2, 1.5),
+            (1.0 + d, 1.1, 2.0),
+            (1.5 + d, 1.6, 2.6),
+            (2.0 + d, 2.1, 3.0),
+            (2.6 + d, 2.7, 3.5),
+        ] {
+            log.record(sent, first, end, 10);
+        }
+        log
+    }
+
+    #[test]
+    fn guidellm_phases_count_fractions_and_requests_as_its_transient_phase_config() {
+        let p = TransientPhases::of(Some(0.1), Some(5.0), 100);
+        assert_eq!((p.warmup, p.cooldown), (Some(10), Some(5)));
+        assert_eq!(TransientPhases::of(Some(2.7), None, 100).warmup, Some(2));
+        assert_eq!(TransientPhases::of(Some(0.0), None, 100).warmup, Some(0));
+        assert!(!TransientPhases::of(None, None, 100).is_set());
+    }
+
+    /// Hand-worked: a warm-up of 1 opens the window at the start of the request whose update comes
+    /// last while exactly 2 requests have completed (the second completes at 1.5 s; before the third
+    /// completes at 2.0 s the fourth request is sent at 1.5 s and sees its first token at 1.6 s), so
+    /// at 1.5 s, and drops the first request (ended at 1.0 s). A cool-down of 1 closes it at the
+    /// fourth completion (2.6 s), when 2 of the 6 remain: every request sent by then overlaps it. A
+    /// cool-down of 2 closes it at the third (2.0 s) and drops the last request, sent at 2.6 s.
+    #[test]
+    fn guidellm_counts_the_requests_that_overlap_its_measured_window() {
+        let phases = |w, c| TransientPhases {
+            warmup: w,
+            cooldown: c,
+        };
+        let (start, end, kept) = two_streams(phases(Some(1), Some(1)), 0.0).measured();
+        assert_eq!((start, end), (1.5, 2.6));
+        assert_eq!(kept, [1, 2, 3, 4, 5]);
+        let (_, end, kept) = two_streams(phases(Some(1), Some(2)), 0.0).measured();
+        assert_eq!(end, 2.0);
+        assert_eq!(kept, [1, 2, 3, 4]);
+        // No phase: the first send to the last response, every request.
+        let (start, end, kept) = two_streams(phases(None, None), 0.0).measured();
+        assert_eq!((start, end, kept.len()), (0.0, 3.5, 6));
+        // `warmup=0` is a phase of 0 requests, not none: the window opens at the last start seen
+        // before the second completion, the third request's, sent 0.5 ms after the first completed;
+        // so the first request, which ended before it, is dropped.
+        let (start, _, kept) = two_streams(phases(Some(0), None), 0.0005).measured();
+        assert_eq!(start, 1.0005);
+        assert_eq!(kept, [1, 2, 3, 4, 5]);
+        // A warm-up of every request leaves the window at the first send.
+        let (start, _, _) = two_streams(phases(Some(6), None), 0.0).measured();
+        assert_eq!(start, 0.0);
+
+        // The report is over the kept requests: 5 of them, mean TTFT (0.2 + 0.1 × 4) / 5 s, and 50
+        // tokens from the earliest first token among them (0.2 s) to the last (3.5 s).
+        let r = two_streams(phases(Some(1), Some(1)), 0.0).report();
+        assert_eq!(r.requests, 5);
+        assert_eq!(r.completed(), 6);
+        let w = r.window.as_ref().unwrap();
+        assert_eq!((w.start_s, w.end_s), (1.5, 2.6));
+        assert!((r.ttft_ms.mean - 120.0).abs() < 1e-6, "{r:?}");
+        assert!((r.output_tokens_per_s - 50.0 / 3.3).abs() < 1e-6, "{r:?}");
+    }
+
     #[test]
     fn guidellm_weights_by_tokens_and_counts_the_first_token_in_tpot() {
         let mut log = BenchLog::new(BenchDefinitions::Guidellm);

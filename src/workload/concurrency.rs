@@ -30,7 +30,7 @@ use super::Workload;
 use super::dist::ArrivalProcess;
 use super::frontend::{Frontend, FrontendSpec};
 use super::synthetic::RequestSampler;
-use crate::metrics::bench::{BenchDefinitions, BenchLog, BenchReport};
+use crate::metrics::bench::{BenchDefinitions, BenchLog, BenchReport, TransientPhases};
 use crate::metrics::record::{Outcome, RequestRecord};
 use crate::request::Request;
 use crate::rng::SimRng;
@@ -51,6 +51,9 @@ pub struct ClientRules {
     /// from its start, and each is sent when it exists and a client is free (vLLM's `get_request`
     /// feeding an `asyncio.Semaphore(max_concurrency)`); `None`: all exist at once (`inf`).
     pub request_rate: Option<f64>,
+    /// GuideLLM's `warmup` and `cooldown` values, if given ([`TransientPhases::of`]): the report counts
+    /// only the requests that overlap its measured window.
+    pub transient: (Option<f64>, Option<f64>),
 }
 
 impl ClientRules {
@@ -61,6 +64,7 @@ impl ClientRules {
             per_client_quota: false,
             definitions: BenchDefinitions::VllmBench,
             request_rate: None,
+            transient: (None, None),
         }
     }
 }
@@ -148,7 +152,11 @@ impl ClosedLoop {
             quota,
             pending: VecDeque::new(),
             sent: Vec::new(),
-            log: BenchLog::new(rules.definitions),
+            log: BenchLog::new(rules.definitions).with_phases(TransientPhases::of(
+                rules.transient.0,
+                rules.transient.1,
+                remaining,
+            )),
             creation: rules
                 .request_rate
                 .map(|r| (ArrivalProcess::poisson(r), SimTime::ZERO)),

@@ -86,11 +86,17 @@ pub struct HarnessOptions {
     pub output_tokens_min: Option<PositiveInt>,
     /// guidellm: `output_tokens_max`.
     pub output_tokens_max: Option<PositiveInt>,
+    /// guidellm: the profile's `warmup` (`--profile kind=concurrent,streams=C,warmup=W`): below 1 a
+    /// fraction of the requests, from 1 a count of them, whose completions open the measured window.
+    pub warmup: Option<f64>,
+    /// guidellm: the profile's `cooldown`, as `warmup`: the last requests to complete, after the
+    /// measured window closes.
+    pub cooldown: Option<f64>,
 }
 
 impl HarnessOptions {
     /// The options given, by name.
-    fn present(&self) -> [(&'static str, bool); 11] {
+    fn present(&self) -> [(&'static str, bool); 13] {
         [
             ("random_range_ratio", self.random_range_ratio.is_some()),
             ("request_rate", self.request_rate.is_some()),
@@ -106,6 +112,8 @@ impl HarnessOptions {
             ("output_tokens_stdev", self.output_tokens_stdev.is_some()),
             ("output_tokens_min", self.output_tokens_min.is_some()),
             ("output_tokens_max", self.output_tokens_max.is_some()),
+            ("warmup", self.warmup.is_some()),
+            ("cooldown", self.cooldown.is_some()),
         ]
     }
 
@@ -146,6 +154,12 @@ impl HarnessOptions {
         for (k, v) in guidellm {
             if let Some(v) = v {
                 w.push(format!("{k}={}", v.0));
+            }
+        }
+        // And these as attributes of `--profile`.
+        for (k, v) in [("warmup", self.warmup), ("cooldown", self.cooldown)] {
+            if let Some(v) = v {
+                w.push(format!("{k}={v}"));
             }
         }
         w.join(" ")
@@ -213,6 +227,8 @@ impl Harness {
                 "output_tokens_stdev",
                 "output_tokens_min",
                 "output_tokens_max",
+                "warmup",
+                "cooldown",
             ],
         }
     }
@@ -425,6 +441,18 @@ impl Harness {
                 ),
             ));
         }
+        for (name, v) in [("warmup", options.warmup), ("cooldown", options.cooldown)] {
+            if let Some(v) = v
+                && !(v.is_finite() && v >= 0.0)
+            {
+                return Err((
+                    name,
+                    format!(
+                        "must be a fraction of the requests (below 1) or a count of them (from 1), got {v}"
+                    ),
+                ));
+            }
+        }
         let (warmup_requests, per_client_quota, definitions) = match self {
             Harness::VllmBench | Harness::InferenceMax => (1, false, BenchDefinitions::VllmBench),
             Harness::AiPerf => (
@@ -450,6 +478,7 @@ impl Harness {
                 per_client_quota,
                 definitions,
                 request_rate: options.request_rate,
+                transient: (options.warmup, options.cooldown),
             },
         })
     }
@@ -509,6 +538,56 @@ mod tests {
 
     fn opts() -> HarnessOptions {
         HarnessOptions::default()
+    }
+
+    /// GuideLLM's profile `warmup` and `cooldown` reach its client as given (counted against the run's
+    /// requests when the run is built: `TransientPhases::of`); a negative or infinite one, or one given
+    /// to another harness, is refused by name.
+    #[test]
+    fn guidellm_takes_its_warmup_and_cooldown_and_no_other_harness_does() {
+        let o = HarnessOptions {
+            warmup: Some(0.1),
+            cooldown: Some(16.0),
+            ..opts()
+        };
+        let r = Harness::Guidellm.run(1024, 128, 8, &o).unwrap();
+        assert_eq!(r.client.transient, (Some(0.1), Some(16.0)));
+        assert_eq!(r.client.warmup_requests, 0, "no requests are sent apart");
+        assert!(
+            o.words().contains("warmup=0.1 cooldown=16"),
+            "{}",
+            o.words()
+        );
+        assert_eq!(
+            Harness::Guidellm
+                .run(1024, 128, 8, &opts())
+                .unwrap()
+                .client
+                .transient,
+            (None, None)
+        );
+        for bad in [-1.0, f64::INFINITY, f64::NAN] {
+            let o = HarnessOptions {
+                cooldown: Some(bad),
+                ..opts()
+            };
+            assert_eq!(
+                Harness::Guidellm.run(1024, 128, 8, &o).unwrap_err().0,
+                "cooldown"
+            );
+        }
+        let e = Harness::AiPerf
+            .run(
+                1024,
+                128,
+                8,
+                &HarnessOptions {
+                    warmup: Some(2.0),
+                    ..opts()
+                },
+            )
+            .unwrap_err();
+        assert_eq!(e.0, "warmup");
     }
 
     #[test]
