@@ -290,13 +290,10 @@ fn an_autoscaled_fleet_is_sized_by_its_replica_bounds_and_billed_by_its_mean() {
     }
 }
 
-#[test]
-fn a_fleet_of_two_models_shares_its_count_in_proportion_to_the_groups() {
-    let t = TempDir::new("size-two-models");
-    let mu = mu_max();
-    let class = |model: &str, rate: f64| {
-        format!(
-            r#"
+/// A class of the mix named after `model`, asking for it: Poisson at `rate`, fixed lengths.
+fn traffic_class(model: &str, rate: f64) -> String {
+    format!(
+        r#"
 [[workload.classes]]
 name = "{model}"
 [workload.classes.traffic]
@@ -306,8 +303,14 @@ rate = {rate}
 prompt = {{ dist = "fixed", tokens = {PROMPT} }}
 output = {{ dist = "fixed", tokens = {OUTPUT} }}
 "#
-        )
-    };
+    )
+}
+
+#[test]
+fn a_fleet_of_two_models_shares_its_count_in_proportion_to_the_groups() {
+    let t = TempDir::new("size-two-models");
+    let mu = mu_max();
+    let class = traffic_class;
     let group = |count: u32, model: &str| {
         format!(
             r#"
@@ -510,21 +513,7 @@ fn a_pool_of_shared_gpus_is_sized_in_gpus() {
 fn several_autoscaled_deployments_are_sized_each_on_its_own_traffic() {
     let t = TempDir::new("size-deployments");
     let (small, other) = (ModelId::Llama31_8b, ModelId::Llama2_7b);
-    let class = |model: ModelId, rate: f64| {
-        let m = model.as_str();
-        format!(
-            r#"
-[[workload.classes]]
-name = "{m}"
-[workload.classes.traffic]
-kind = "poisson"
-model = "{m}"
-rate = {rate}
-prompt = {{ dist = "fixed", tokens = {PROMPT} }}
-output = {{ dist = "fixed", tokens = {OUTPUT} }}
-"#
-        )
-    };
+    let class = |model: ModelId, rate: f64| traffic_class(model.as_str(), rate);
     let group = |model: ModelId| {
         format!(
             r#"
