@@ -495,6 +495,12 @@ mod tests {
         assert_eq!((p.warmup, p.cooldown), (Some(10), Some(5)));
         assert_eq!(TransientPhases::of(Some(2.7), None, 100).warmup, Some(2));
         assert_eq!(TransientPhases::of(Some(0.0), None, 100).warmup, Some(0));
+        // 1 is a count, not the whole run (`value if value >= 1.0`).
+        assert_eq!(TransientPhases::of(Some(1.0), None, 100).warmup, Some(1));
+        assert_eq!(
+            TransientPhases::of(None, Some(0.999), 100).cooldown,
+            Some(99)
+        );
         assert!(!TransientPhases::of(None, None, 100).is_set());
     }
 
@@ -528,6 +534,14 @@ mod tests {
         // A warm-up of every request leaves the window at the first send.
         let (start, _, _) = two_streams(phases(Some(6), None), 0.0).measured();
         assert_eq!(start, 0.0);
+        // Of all but one: the last completion's own update opens it, at that request's send (2.6 s).
+        let (start, _, kept) = two_streams(phases(Some(5), None), 0.0).measured();
+        assert_eq!((start, kept), (2.6, vec![3, 4, 5]));
+        // A cool-down of N − 2 closes it at the first completion; of N − 1 it never closes early.
+        let (_, end, kept) = two_streams(phases(None, Some(4)), 0.0).measured();
+        assert_eq!((end, kept), (1.0, vec![0, 1, 2]));
+        let (_, end, _) = two_streams(phases(None, Some(5)), 0.0).measured();
+        assert_eq!(end, 3.5);
 
         // The report is over the kept requests: 5 of them, mean TTFT (0.2 + 0.1 × 4) / 5 s, and 50
         // tokens from the earliest first token among them (0.2 s) to the last (3.5 s).
