@@ -548,6 +548,12 @@ mod tests {
         let r = two_streams(phases(Some(1), Some(1)), 0.0).report();
         assert_eq!(r.requests, 5);
         assert_eq!(r.completed(), 6);
+        // Either phase alone sets the window: the warm-up drops the first request, the cool-down of 2
+        // the last.
+        let warm = two_streams(phases(Some(1), None), 0.0).report();
+        assert_eq!((warm.requests, warm.completed()), (5, 6));
+        let cool = two_streams(phases(None, Some(2)), 0.0).report();
+        assert_eq!((cool.requests, cool.completed()), (5, 6));
         let w = r.window.as_ref().unwrap();
         assert_eq!((w.start_s, w.end_s), (1.5, 2.6));
         assert!((r.ttft_ms.mean - 120.0).abs() < 1e-6, "{r:?}");
