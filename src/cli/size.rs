@@ -181,13 +181,14 @@ pub(super) fn size(a: Args) -> Result<()> {
     let runs = execute(&a, &plan, &thread_pool(&a)?, "")?;
     let md = markdown(&a, &plan, &runs);
     out!("{md}");
+    let scales = scales_json(&runs);
     let json = serde_json::json!({
         "replications": a.judging.replications,
         "max_replications": a.judging.max_replications,
         "confidence": crate::confidence::LEVEL,
-        "scales": scales_json(&runs),
         // The first scale's candidates, as before scales existed.
-        "candidates": scales_json(&runs)[0]["candidates"].clone(),
+        "candidates": scales[0]["candidates"].clone(),
+        "scales": scales,
     });
     write_out(&a, md, &json)
 }

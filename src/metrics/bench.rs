@@ -168,16 +168,25 @@ impl BenchReport {
     }
 }
 
-/// One completed benchmark request: ms from its send, its output tokens, and (seconds) when it was
-/// sent, saw its first chunk and its last.
+/// One completed benchmark request: when it was sent, saw its first chunk and its last (seconds), and
+/// its output tokens.
 #[derive(Clone, Copy, Debug)]
 struct Timed {
-    ttft: f64,
-    e2e: f64,
     output: u32,
     sent_s: f64,
     first_s: f64,
     end_s: f64,
+}
+
+impl Timed {
+    /// Time to first token, ms from its send.
+    fn ttft(&self) -> f64 {
+        (self.first_s - self.sent_s) * 1e3
+    }
+    /// End to end, ms from its send.
+    fn e2e(&self) -> f64 {
+        (self.end_s - self.sent_s) * 1e3
+    }
 }
 
 /// GuideLLM's warm-up and cool-down in requests (its `TransientPhaseConfig` in request mode, the mode
@@ -244,8 +253,6 @@ impl BenchLog {
     /// `end_s` (seconds), with `output` tokens. Requests are recorded in the order they complete.
     pub fn record(&mut self, sent_s: f64, first_s: f64, end_s: f64, output: u32) {
         self.done.push(Timed {
-            ttft: (first_s - sent_s) * 1e3,
-            e2e: (end_s - sent_s) * 1e3,
             output,
             sent_s,
             first_s,
@@ -276,16 +283,8 @@ impl BenchLog {
     /// (N − C − 1)-th request (when C + 1 remain of the N); else the last response.
     pub fn measured(&self) -> (f64, f64, Vec<usize>) {
         let n = self.done.len();
-        let first_send = self
-            .done
-            .iter()
-            .map(|t| t.sent_s)
-            .fold(f64::INFINITY, f64::min);
-        let last_end = self
-            .done
-            .iter()
-            .map(|t| t.end_s)
-            .fold(f64::NEG_INFINITY, f64::max);
+        let first_send = self.first_send_s.unwrap_or(0.0);
+        let last_end = self.last_end_s;
         let start = match self.phases.warmup {
             Some(w) if w < n as u64 => {
                 let w = w as usize;
@@ -334,16 +333,16 @@ impl BenchLog {
         let duration_s = self
             .first_send_s
             .map_or(0.0, |f| (self.last_end_s - f).max(0.0));
-        let ttft: Vec<f64> = self.done.iter().map(|t| t.ttft).collect();
-        let e2e: Vec<f64> = self.done.iter().map(|t| t.e2e).collect();
+        let ttft: Vec<f64> = self.done.iter().map(Timed::ttft).collect();
+        let e2e: Vec<f64> = self.done.iter().map(Timed::e2e).collect();
         let multi = || self.done.iter().filter(|t| t.output > 1);
         let per_request_tpot: Vec<f64> = multi()
-            .map(|t| (t.e2e - t.ttft) / f64::from(t.output - 1))
+            .map(|t| (t.e2e() - t.ttft()) / f64::from(t.output - 1))
             .collect();
         let gaps: u64 = multi().map(|t| u64::from(t.output - 1)).sum();
         let pooled_itl = if gaps > 0 {
             round(
-                multi().map(|t| t.e2e - t.ttft).sum::<f64>() / gaps as f64,
+                multi().map(|t| t.e2e() - t.ttft()).sum::<f64>() / gaps as f64,
                 6,
             )
         } else {
@@ -381,7 +380,7 @@ impl BenchLog {
                     .done
                     .iter()
                     .filter(|t| t.output > 0)
-                    .map(|t| (t.e2e / f64::from(t.output), f64::from(t.output)))
+                    .map(|t| (t.e2e() / f64::from(t.output), f64::from(t.output)))
                     .collect();
                 let span = self
                     .first_token_s

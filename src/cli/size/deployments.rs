@@ -34,15 +34,19 @@ impl WholeFleet {
     }
 }
 
+/// The model of a deployment's plan (its one group's).
+fn model(p: &Plan) -> ModelId {
+    p.base.workers[0].model
+}
+
 pub(super) fn size(a: &Args, base: &Scenario) -> Result<()> {
     let file = a.scenario.display();
-    let mut plans: Vec<(ModelId, Plan)> = Vec::new();
-    for i in 0..base.workers.len() {
-        let model = base.workers[i].model;
+    let mut plans: Vec<Plan> = Vec::new();
+    for (i, g) in base.workers.iter().enumerate() {
         let d = deployment(base, i).map_err(|(f, m)| anyhow!("{file}: {f}: {m}"))?;
-        let p =
-            plan(a, d).with_context(|| format!("sizing the deployment of {}", model.as_str()))?;
-        plans.push((model, p));
+        plans.push(
+            plan(a, d).with_context(|| format!("sizing the deployment of {}", g.model.as_str()))?,
+        );
     }
     let target = Target::from_scenario(base, a.min_goodput).map_err(|m| anyhow!("{file}: {m}"))?;
     if let Some(dir) = a.out {
@@ -50,8 +54,8 @@ pub(super) fn size(a: &Args, base: &Scenario) -> Result<()> {
     }
     let pool = thread_pool(a)?;
     let mut runs: Vec<Vec<ScaleRun>> = Vec::new();
-    for (model, p) in &plans {
-        runs.push(execute(a, p, &pool, &format!("{}: ", model.as_str()))?);
+    for p in &plans {
+        runs.push(execute(a, p, &pool, &format!("{}: ", model(p).as_str()))?);
     }
     let mut md = format!(
         "# {} — fleet sizing, one autoscaled deployment per model\n\n\
@@ -95,7 +99,7 @@ pub(super) fn size(a: &Args, base: &Scenario) -> Result<()> {
         }));
     }
     for (p, r) in plans.iter().zip(&runs) {
-        md.push_str(&markdown(a, &p.1, r));
+        md.push_str(&markdown(a, p, r));
     }
     out!("{md}");
     let json = serde_json::json!({
@@ -104,10 +108,10 @@ pub(super) fn size(a: &Args, base: &Scenario) -> Result<()> {
         "confidence": crate::confidence::LEVEL,
         "fleets": fleets_json[0]["fleets"].clone(),
         "scales": fleets_json,
-        "deployments": plans.iter().zip(&runs).map(|((model, _), r)| {
+        "deployments": plans.iter().zip(&runs).map(|(p, r)| {
             let scales = scales_json(r);
             serde_json::json!({
-                "model": model.as_str(),
+                "model": model(p).as_str(),
                 "candidates": scales[0]["candidates"].clone(),
                 "scales": scales,
             })
@@ -122,11 +126,11 @@ fn whole_fleets(
     a: &Args,
     whole: &Scenario,
     target: &Target,
-    plans: &[(ModelId, Plan)],
+    plans: &[Plan],
     runs: &[&ScaleRun],
 ) -> Result<Vec<WholeFleet>> {
     let mut policies: Vec<&str> = Vec::new();
-    for (c, _) in &plans[0].1.candidates {
+    for (c, _) in &plans[0].candidates {
         if !policies.contains(&c.policy.label.as_str()) {
             policies.push(&c.policy.label);
         }
@@ -136,7 +140,7 @@ fn whole_fleets(
         let mut parts = Vec::new();
         let mut window = whole.duration;
         let mut missing = None;
-        for ((model, _), run) in plans.iter().zip(runs) {
+        for (p, run) in plans.iter().zip(runs) {
             // Ranked cheapest first: the first found under this policy is the cheapest.
             let best = run
                 .results
@@ -144,12 +148,12 @@ fn whole_fleets(
                 .filter(|r| r.c.policy.label == policy)
                 .find_map(|r| r.found().map(|(e, _, _)| (r, e.shape)));
             let Some((r, shape)) = best else {
-                missing = Some(model.as_str().to_string());
+                missing = Some(model(p).as_str().to_string());
                 break;
             };
             window = window.max(r.window);
             parts.push(Part {
-                model: *model,
+                model: model(p),
                 candidate: r.c.clone(),
                 shape,
                 usd_per_replica_hour: r.usd_per_gpu_hour * f64::from(r.c.tp),
