@@ -132,6 +132,65 @@ fn concurrency_one_is_exactly_what_the_step_time_model_says() {
     );
 }
 
+/// Issue 40: at concurrency 1 with the request path outside the engine switched on, TTFT is that path plus
+/// one prefill, hand-computed: the API server's fixed cost and its tokenization of the prompt, one idle
+/// prefill step, and the first chunk's delivery. The client's send cost is spent before the clock starts,
+/// so it is in no TTFT; the warm-up request, alone on the idle server, costs the same.
+#[test]
+fn concurrency_one_ttft_is_the_frontend_plus_one_prefill() {
+    use fleetsim::estimate::{EstimateRequest, estimate};
+    use fleetsim::hardware::{GpuId, ModelId, Precision, StepShape};
+    use fleetsim::scenario::WorkerGroup;
+    use fleetsim::time::SimDuration;
+    use fleetsim::workload::FrontendSpec;
+
+    // Deliberately not the defaults, so that each term is visible: 2 ms + 1,500 × 4 µs + prefill + 3 ms.
+    let prompt = 1500u32;
+    let frontend = FrontendSpec {
+        enabled: true,
+        client_send: SimDuration::from_secs_f64(7e-3),
+        request: SimDuration::from_secs_f64(2e-3),
+        prompt_token: SimDuration::from_secs_f64(4e-6),
+        token: SimDuration::from_secs_f64(3e-3),
+        warmup: true,
+    };
+    let e = estimate(&EstimateRequest {
+        gpu: GpuId::H100,
+        model: ModelId::Llama31_8b,
+        tp: 1,
+        precision: Precision::Bf16,
+        kv_cache_dtype: None,
+        prompt,
+        output: 20,
+        concurrency: Some(1),
+        requests: Some(4),
+        profile: None,
+        max_num_seqs: None,
+        frontend,
+        harness: None,
+    })
+    .unwrap();
+    let perf = WorkerGroup::single(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16).perf();
+    let mut shape = StepShape::default();
+    shape.add(u64::from(prompt), 0);
+    let prefill_ns = perf.step_time(&shape).0;
+    let hand_ns = 2_000_000 + u64::from(prompt) * 4_000 + prefill_ns + 3_000_000;
+    let hand_ms = hand_ns as f64 / 1e6;
+    assert_eq!(e.requests, 4);
+    for (what, got) in [
+        ("mean", e.ttft_ms.mean),
+        ("p50", e.ttft_ms.p50),
+        ("p99", e.ttft_ms.p99),
+        ("warm-up", e.warmup_ttft_ms.unwrap()),
+    ] {
+        assert!(
+            (got - hand_ms).abs() <= 1e-6,
+            "{what} TTFT {got} ms, hand-computed {hand_ms} ms (prefill {} ms)",
+            prefill_ns as f64 / 1e6
+        );
+    }
+}
+
 fn bench_estimate(output: u32, concurrency: u32, frontend: bool) -> fleetsim::estimate::Estimate {
     use fleetsim::estimate::{EstimateRequest, estimate};
     use fleetsim::hardware::{GpuId, ModelId, Precision};
