@@ -198,6 +198,8 @@ pub(super) fn size(a: Args) -> Result<()> {
 struct Plan {
     base: Scenario,
     target: Target,
+    /// What the fleet-wide SLOs apply to, in the tables: "all traffic", or one deployment's requests.
+    traffic: String,
     /// A mixed fleet: dollars per worker-hour of each of its two groups.
     mix: Option<[f64; 2]>,
     /// Each candidate with its GPU's price per hour.
@@ -356,6 +358,7 @@ fn plan(a: &Args, mut base: Scenario) -> Result<Plan> {
     Ok(Plan {
         base,
         target,
+        traffic: "all traffic".into(),
         mix,
         candidates,
         unfit,
@@ -393,7 +396,7 @@ fn execute(a: &Args, plan: &Plan, pool: &rayon::ThreadPool, what: &str) -> Resul
                 String::new()
             },
             headroom_text(&a.headroom, &scaled),
-            slo_text(&plan.target),
+            slo_text(&plan.target, &plan.traffic),
             a.judging.replications,
             a.judging.max_replications.max(a.judging.replications),
         );
@@ -422,12 +425,11 @@ fn markdown(a: &Args, plan: &Plan, runs: &[ScaleRun]) -> String {
         };
         md.push_str(&report(
             &title,
-            &plan.target,
+            plan,
             a,
             &r.scenario,
             &r.results,
             &r.reasons,
-            &plan.unfit,
         ));
         md.push('\n');
         growth.push((
@@ -1081,7 +1083,7 @@ fn headroom_text(h: &Headroom, s: &Scenario) -> String {
 
 /// The targets as text: the whole traffic's (`p95 TTFT ≤ 600 ms, p95 TPOT ≤ 40 ms, goodput ≥ 95%`),
 /// then each class's.
-fn slo_text(t: &Target) -> String {
+fn slo_text(t: &Target, traffic: &str) -> String {
     let latency = |ttft: Option<f64>, tpot: Option<f64>, goodput: f64| {
         let mut parts = Vec::new();
         if let Some(v) = ttft {
@@ -1100,7 +1102,7 @@ fn slo_text(t: &Target) -> String {
     if t.classes.is_empty() {
         return fleet;
     }
-    let mut parts = vec![format!("all traffic: {fleet}")];
+    let mut parts = vec![format!("{traffic}: {fleet}")];
     for c in &t.classes {
         parts.push(format!(
             "class {}: {}",
@@ -1125,19 +1127,19 @@ fn check_text(c: Option<&Check>) -> String {
 
 fn report(
     title: &str,
-    target: &Target,
+    plan: &Plan,
     a: &Args,
     scenario: &Scenario,
     results: &[Sized],
     reasons: &[String],
-    unfit: &[(Candidate, String)],
 ) -> String {
+    let (target, unfit) = (&plan.target, &plan.unfit);
     let mut o = String::new();
     let _ = writeln!(o, "# {title}\n");
     let _ = writeln!(
         o,
         "SLO: {}; headroom: {}.\n",
-        slo_text(target),
+        slo_text(target, &plan.traffic),
         headroom_text(&a.headroom, scenario)
     );
     let _ = writeln!(

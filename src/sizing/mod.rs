@@ -231,12 +231,16 @@ impl std::fmt::Display for Check {
             (true, true) => "≥",
             (true, false) => "<",
         };
+        // A latency more than twice its target misses by a factor, not a percentage worth reading.
+        let room = if !self.higher_is_better() && self.bound() > 2.0 * self.limit {
+            format!("{:.0}× the target", self.bound() / self.limit)
+        } else {
+            format!("margin {:+.1}%", self.margin() * 100.0)
+        };
         write!(
             f,
-            "{} {value:.dec$}{hw}{unit} {op} {limit:.dec$}{unit} (margin {:+.1}%, {})",
-            self.slo,
-            self.margin() * 100.0,
-            self.case
+            "{} {value:.dec$}{hw}{unit} {op} {limit:.dec$}{unit} ({room}, {})",
+            self.slo, self.case
         )
     }
 }
@@ -985,6 +989,13 @@ ttft = "1s"
         // Mean over: fails, and more replications would not change that.
         let c = check("p95 TTFT", &[620.0, 640.0, 610.0], 600.0);
         assert!(!c.passes() && !c.undecided());
+        assert!(c.to_string().contains("(margin -"), "{c}");
+        // Far over (a hopeless fleet): the miss is printed as a factor of the target, not −113,700%.
+        let c = check("p95 TTFT", &[569_000.0], 500.0);
+        assert_eq!(
+            c.to_string(),
+            "p95 TTFT 569000 ms > 500 ms (1138× the target, no fault)"
+        );
         // Goodput: the lower bound must reach the floor.
         let c = check("goodput", &[0.96, 0.94, 0.97, 0.95, 0.96], 0.95);
         assert!(!c.passes() && c.undecided(), "{c}");

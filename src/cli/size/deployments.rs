@@ -44,9 +44,10 @@ pub(super) fn size(a: &Args, base: &Scenario) -> Result<()> {
     let mut plans: Vec<Plan> = Vec::new();
     for (i, g) in base.workers.iter().enumerate() {
         let d = deployment(base, i).map_err(|(f, m)| anyhow!("{file}: {f}: {m}"))?;
-        plans.push(
-            plan(a, d).with_context(|| format!("sizing the deployment of {}", g.model.as_str()))?,
-        );
+        let mut p =
+            plan(a, d).with_context(|| format!("sizing the deployment of {}", g.model.as_str()))?;
+        p.traffic = format!("all {} requests", g.model.as_str());
+        plans.push(p);
     }
     let target = Target::from_scenario(base, a.min_goodput).map_err(|m| anyhow!("{file}: {m}"))?;
     if let Some(dir) = a.out {
@@ -67,7 +68,7 @@ pub(super) fn size(a: &Args, base: &Scenario) -> Result<()> {
         } else {
             " (the headroom was judged for each deployment on its own: losing its own workers)"
         },
-        slo_text(&target),
+        slo_text(&target, "all traffic"),
     );
     let mut fleets_json = Vec::new();
     for (k, &scale) in a.traffic_scales.iter().enumerate() {
