@@ -22,6 +22,7 @@ pub mod fit;
 pub mod kv_logs;
 pub mod measurements;
 pub mod report;
+pub mod serving;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -123,6 +124,8 @@ pub struct Calibration {
     pub external: Vec<external::ExternalResult>,
     /// vLLM's logged KV-cache capacities (`data/validation/`) against the simulator's.
     pub kv_logs: Vec<kv_logs::KvLogResult>,
+    /// Published benchmark-harness runs (`data/validation/serving_runs.csv`), predicted with the harness.
+    pub serving: Vec<serving::ServingResult>,
 }
 
 impl Calibration {
@@ -251,6 +254,7 @@ pub fn calibrate(dir: &Path) -> Result<Calibration, CalibrationError> {
         .collect();
 
     let external = external::predict_all()?;
+    let serving = serving::predict_all()?;
     let kv_logs = kv_logs::compare(&kv_logs::points()?).map_err(|message| CalibrationError {
         location: kv_logs::FILE.into(),
         message,
@@ -263,6 +267,7 @@ pub fn calibrate(dir: &Path) -> Result<Calibration, CalibrationError> {
         excluded_rows: sw.excluded_rows,
         external,
         kv_logs,
+        serving,
     })
 }
 

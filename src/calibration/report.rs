@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::data::Role;
-use super::{Calibration, TARGET_MAX_ERROR, TARGET_MEDIAN_ERROR, external};
+use super::{Calibration, TARGET_MAX_ERROR, TARGET_MEDIAN_ERROR, external, serving};
 use crate::hardware::profile::{ProfileKey, resolve_among};
 use crate::hardware::{GpuId, ModelId, PerfModel, Precision, Profile};
 
@@ -26,6 +26,7 @@ pub fn markdown(c: &Calibration) -> String {
     );
     intro(&mut o, c);
     external(&mut o, c);
+    serving_runs(&mut o, c);
     kv_capacity(&mut o, c);
     published(&mut o, c);
     summary(&mut o, c);
@@ -116,6 +117,79 @@ fn external(o: &mut String, c: &Calibration) {
         );
     }
     targets_line(o, c.external.len(), c.external_errors());
+}
+
+fn serving_runs(o: &mut String, c: &Calibration) {
+    let _ = writeln!(
+        o,
+        "## Benchmark-harness runs of our own (held out: in none of the data)\n\n\
+         Published serving benchmarks run with a harness fleetsim imitates, each predicted by `fleetsim estimate \
+         --harness NAME` with the run's concurrency, request count and harness options, the API-server path and \
+         the harness's warm-up on (`docs/benchmark-client.md`). Nothing is fitted to them and no constant is \
+         set from them. Points whose setup fleetsim cannot express exactly say what is approximated; the \
+         points and their sources are in `{}`, and the candidates set aside, with why, in \
+         `data/validation/SOURCE.md`.\n",
+        serving::FILE
+    );
+    let _ = writeln!(
+        o,
+        "| point | options | source | TTFT ms published / predicted | error | TPOT ms published / predicted | error | profile used | approximated |\n\
+         |---|---|---|---:|---:|---:|---:|---|---|"
+    );
+    let cell = |published: Option<f64>, predicted: f64, error: Option<f64>| match (published, error)
+    {
+        (Some(p), Some(e)) => (format!("{p} / {predicted:.2}"), signed_pct(e)),
+        _ => ("–".to_string(), "–".to_string()),
+    };
+    // Each distinct approximation once, under the table, by number.
+    let mut notes: Vec<&str> = Vec::new();
+    for r in &c.serving {
+        let p = &r.point;
+        let (ttft_error, tpot_error) = r.errors();
+        let (ttft, te) = cell(p.ttft_ms, r.ttft_ms, ttft_error);
+        let (tpot, pe) = cell(p.tpot_ms, r.tpot_ms, tpot_error);
+        let approximated = if p.approximation.is_empty() {
+            "–".to_string()
+        } else {
+            let i = notes
+                .iter()
+                .position(|n| *n == p.approximation)
+                .unwrap_or_else(|| {
+                    notes.push(&p.approximation);
+                    notes.len() - 1
+                });
+            format!("note {}", i + 1)
+        };
+        let _ = writeln!(
+            o,
+            "| {} | `{}` | [{}]({}) | {ttft} | {te} | {tpot} | {pe} | {} | {approximated} |",
+            p.label(),
+            if p.options_text.is_empty() {
+                "defaults"
+            } else {
+                &p.options_text
+            },
+            p.source,
+            p.url,
+            r.profile,
+        );
+    }
+    for (i, n) in notes.iter().enumerate() {
+        let _ = writeln!(o, "\nNote {}: {n}", i + 1);
+    }
+    let _ = writeln!(
+        o,
+        "\nPer harness:\n\n| harness | metric | points | median abs error | largest |\n|---|---|---:|---:|---:|"
+    );
+    for ((harness, metric), (n, med, max)) in serving::errors_by_harness(&c.serving) {
+        let _ = writeln!(
+            o,
+            "| {harness} | mean {metric} | {n} | {} | {} |",
+            pct(med),
+            pct(max)
+        );
+    }
+    let _ = writeln!(o);
 }
 
 fn kv_capacity(o: &mut String, c: &Calibration) {
