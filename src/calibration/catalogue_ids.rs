@@ -41,6 +41,15 @@ impl Row<'_> {
         Ok((gpu, model, tp, precision))
     }
 
+    /// Field `i` as a whole number above zero (a token or request count).
+    pub fn positive_count(&self, i: usize) -> Result<u32, CalibrationError> {
+        self.field(i)
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| self.bad(i, "expected a positive whole number"))
+    }
+
     /// Fails on the first of `fields` that is empty.
     pub fn required(&self, fields: &[usize]) -> Result<(), CalibrationError> {
         match fields.iter().find(|&&i| self.field(i).is_empty()) {

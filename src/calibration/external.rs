@@ -71,13 +71,7 @@ pub fn points() -> Result<Vec<ExternalPoint>, CalibrationError> {
 pub fn parse(text: &str, file: &str) -> Result<Vec<ExternalPoint>, CalibrationError> {
     ids::read_rows(text, file, &COLUMNS, |row| {
         let field = |i: usize| row.field(i);
-        let tokens = |i: usize| {
-            field(i)
-                .parse::<u32>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| row.bad(i, "expected a positive whole number"))
-        };
+        let tokens = |i: usize| row.positive_count(i);
         let unused = |i: usize| {
             if field(i).is_empty() {
                 Ok(())

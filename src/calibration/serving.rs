@@ -76,13 +76,7 @@ pub fn points() -> Result<Vec<ServingPoint>, CalibrationError> {
 pub fn parse(text: &str, file: &str) -> Result<Vec<ServingPoint>, CalibrationError> {
     ids::read_rows(text, file, &COLUMNS, |row| {
         let field = |i: usize| row.field(i);
-        let count = |i: usize| {
-            field(i)
-                .parse::<u32>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| row.bad(i, "expected a positive whole number"))
-        };
+        let count = |i: usize| row.positive_count(i);
         let mean = |i: usize| {
             if field(i).is_empty() {
                 return Ok(None);

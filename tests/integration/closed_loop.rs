@@ -85,30 +85,19 @@ fn keys_of_the_other_kinds_are_rejected_with_their_line() {
 /// prefill step, and its TPOT exactly the mean of the model's decode steps over the contexts it passes.
 #[test]
 fn concurrency_one_is_exactly_what_the_step_time_model_says() {
-    use fleetsim::estimate::{EstimateRequest, estimate};
     use fleetsim::hardware::{GpuId, ModelId, Precision, StepShape};
     use fleetsim::scenario::WorkerGroup;
 
     let (prompt, output) = (1000u32, 50u32);
-    let e = estimate(&EstimateRequest {
-        gpu: GpuId::H100,
-        model: ModelId::Llama31_8b,
-        tp: 1,
-        precision: Precision::Bf16,
-        kv_cache_dtype: None,
-        prompt,
-        output,
-        concurrency: Some(1),
-        requests: Some(5),
-        profile: None,
-        max_num_seqs: None,
-        frontend: fleetsim::workload::FrontendSpec {
+    let e = h100_8b_closed_loop(
+        (prompt, output),
+        1,
+        5,
+        fleetsim::workload::FrontendSpec {
             enabled: false,
             ..Default::default()
         },
-        harness: None,
-    })
-    .unwrap();
+    );
     assert_eq!(e.requests, 5);
     let perf = WorkerGroup::single(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16).perf();
     let step = |new: u32, context: u32| {
@@ -138,7 +127,6 @@ fn concurrency_one_is_exactly_what_the_step_time_model_says() {
 /// so it is in no TTFT; the warm-up request, alone on the idle server, costs the same.
 #[test]
 fn concurrency_one_ttft_is_the_frontend_plus_one_prefill() {
-    use fleetsim::estimate::{EstimateRequest, estimate};
     use fleetsim::hardware::{GpuId, ModelId, Precision, StepShape};
     use fleetsim::scenario::WorkerGroup;
     use fleetsim::time::SimDuration;
@@ -154,22 +142,7 @@ fn concurrency_one_ttft_is_the_frontend_plus_one_prefill() {
         token: SimDuration::from_secs_f64(3e-3),
         warmup: true,
     };
-    let e = estimate(&EstimateRequest {
-        gpu: GpuId::H100,
-        model: ModelId::Llama31_8b,
-        tp: 1,
-        precision: Precision::Bf16,
-        kv_cache_dtype: None,
-        prompt,
-        output: 20,
-        concurrency: Some(1),
-        requests: Some(4),
-        profile: None,
-        max_num_seqs: None,
-        frontend,
-        harness: None,
-    })
-    .unwrap();
+    let e = h100_8b_closed_loop((prompt, 20), 1, 4, frontend);
     let perf = WorkerGroup::single(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16).perf();
     let mut shape = StepShape::default();
     shape.add(u64::from(prompt), 0);
@@ -191,7 +164,14 @@ fn concurrency_one_ttft_is_the_frontend_plus_one_prefill() {
     }
 }
 
-fn bench_estimate(output: u32, concurrency: u32, frontend: bool) -> fleetsim::estimate::Estimate {
+/// `estimate` of Llama-3.1-8B BF16 on one H100: `lengths` (prompt, output) fixed, `clients` closed-loop
+/// clients, `requests` in all, through `frontend`, no harness.
+fn h100_8b_closed_loop(
+    lengths: (u32, u32),
+    clients: u32,
+    requests: u32,
+    frontend: fleetsim::workload::FrontendSpec,
+) -> fleetsim::estimate::Estimate {
     use fleetsim::estimate::{EstimateRequest, estimate};
     use fleetsim::hardware::{GpuId, ModelId, Precision};
     estimate(&EstimateRequest {
@@ -200,19 +180,28 @@ fn bench_estimate(output: u32, concurrency: u32, frontend: bool) -> fleetsim::es
         tp: 1,
         precision: Precision::Bf16,
         kv_cache_dtype: None,
-        prompt: 1024,
-        output,
-        concurrency: Some(concurrency),
-        requests: Some(concurrency * 8),
+        prompt: lengths.0,
+        output: lengths.1,
+        concurrency: Some(clients),
+        requests: Some(requests),
         profile: None,
         max_num_seqs: None,
-        frontend: fleetsim::workload::FrontendSpec {
-            enabled: frontend,
-            ..Default::default()
-        },
+        frontend,
         harness: None,
     })
     .unwrap()
+}
+
+fn bench_estimate(output: u32, concurrency: u32, frontend: bool) -> fleetsim::estimate::Estimate {
+    h100_8b_closed_loop(
+        (1024, output),
+        concurrency,
+        concurrency * 8,
+        fleetsim::workload::FrontendSpec {
+            enabled: frontend,
+            ..Default::default()
+        },
+    )
 }
 
 /// vllm-project/vllm#13412 (Llama-3.3-70B, 3,100-token prompts, concurrency 32): at a fixed concurrency and
