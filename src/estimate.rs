@@ -115,6 +115,13 @@ pub struct Estimate {
     /// GuideLLM with a warm-up or cool-down: its measured window; `requests` are those in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<crate::metrics::bench::MeasuredWindow>,
+    /// GuideLLM with `--max-seconds`: requests cancelled when it ran out, in no figure.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cancelled: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Estimate {
@@ -228,6 +235,13 @@ impl Estimate {
                 let _ = writeln!(o, "\nRequests measured: {} ({definitions}).", self.requests);
             }
         }
+        if self.cancelled > 0 {
+            let _ = writeln!(
+                o,
+                "\n{} requests were still streaming when --max-seconds ran out: cancelled, as GuideLLM cancels them, and in no figure.",
+                self.cancelled
+            );
+        }
         if let Some(note) = self.grouping_note() {
             let _ = writeln!(o, "\n{note}");
         }
@@ -290,7 +304,13 @@ fn simulate(
     let bench = out
         .bench
         .expect("a concurrency workload reports its client's measurements");
-    if Some(bench.completed()) != requests {
+    // Every request completes, unless one can never fit, or GuideLLM's `--max-seconds` ran out first.
+    let timed = scenario
+        .workload
+        .options
+        .as_ref()
+        .is_some_and(|o| o.max_seconds.is_some());
+    if out.summary.requests.rejected > 0 || (!timed && Some(bench.completed()) != requests) {
         return Err(format!(
             "a request of {} + {} tokens does not fit the worker's KV cache ({} rejected)",
             longest.0, longest.1, out.summary.requests.rejected
@@ -361,13 +381,19 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
                     _ => format!("--harness-option {key}: {m}"),
                 })?;
             let requests = match req.concurrency {
-                None => 1,
-                Some(_) => req.requests.or(run.requests).ok_or_else(|| {
-                    format!(
-                        "{h} has no default request budget (its --constraint \
-                         kind=max_requests,count=N): give --requests"
-                    )
-                })?,
+                None => Some(1),
+                Some(_) => match req.requests.or(run.requests) {
+                    // A GuideLLM run bounded by --max-seconds alone sends until it runs out.
+                    None if options.max_seconds.is_some() => None,
+                    None => {
+                        return Err(format!(
+                            "{h} has no default request budget (its --constraint \
+                             kind=max_requests,count=N): give --requests, or \
+                             --harness-option max_seconds=T"
+                        ));
+                    }
+                    n => n,
+                },
             };
             let mut words = options.clone();
             if matches!(h, Harness::VllmBench | Harness::InferenceMax) {
@@ -391,7 +417,7 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
                     harness: Some(*h),
                     options: Some(options.clone()),
                     clients: Some(PositiveInt(clients_run)),
-                    requests: Some(PositiveInt(requests.max(1))),
+                    requests: requests.map(|n| PositiveInt(n.max(1))),
                     prompt: Some(LengthSpec::fixed(req.prompt)),
                     output: Some(LengthSpec::fixed(req.output)),
                     frontend: Some(req.frontend),
@@ -461,6 +487,7 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
         warmup_ttft_ms: loaded.warmup.as_ref().map(|w| round(w.ttft_ms, 6)),
         definitions: loaded.definitions,
         window: loaded.window.clone(),
+        cancelled: loaded.cancelled,
     })
 }
 

@@ -456,6 +456,7 @@ fn benchmark() -> impl Strategy<Value = String> {
         number(&["0.5", "50", "5000"]).prop_map(|v| format!("request_rate = {v}")),
         number(&["0", "0.25", "3"]).prop_map(|v| format!("warmup = {v}")),
         number(&["0.1", "2", "500"]).prop_map(|v| format!("cooldown = {v}")),
+        number(&["0.5", "5", "60"]).prop_map(|v| format!("max_seconds = {v}")),
     ];
     (
         prop::sample::select(
@@ -597,6 +598,22 @@ fn run(text: &str, file: &str, set: &[String]) {
             .client
             .request_rate
             .is_some_and(|r| r * window < 2.0 * budget as f64 + 20.0);
+        // GuideLLM's `--max-seconds` stops it early: what it sent either completed or was cancelled,
+        // and at most one request per stream was still streaming when the time ran out.
+        let timed = cfg.client.max_seconds.is_some();
+        if timed {
+            assert!(
+                b.cancelled <= u64::from(cfg.clients.0),
+                "at most one cancelled per stream:\n{text}"
+            );
+            assert_eq!(
+                r.arrived,
+                b.completed() + b.cancelled,
+                "every request sent completed or was cancelled:\n{text}\n{set:?}"
+            );
+        } else {
+            assert_eq!(b.cancelled, 0, "{text}");
+        }
         let warm = b.warmup.as_ref().map_or(0, |w| w.requests);
         let want = if cfg.frontend.enabled {
             u64::from(cfg.client.warmup_requests)
@@ -606,11 +623,12 @@ fn run(text: &str, file: &str, set: &[String]) {
         assert_eq!(warm, want, "its warm-up:\n{text}");
         // GuideLLM's phases leave out at most W + 1 requests that ended before its window and C + 1
         // sent after it (`BenchLog::measured`).
-        if let Some(w) = &b.window {
+        if let Some(w) = b.window.as_ref().filter(|_| !timed) {
             let p = fleetsim::metrics::bench::TransientPhases::of(
                 cfg.client.transient.0,
                 cfg.client.transient.1,
                 budget,
+                cfg.client.max_seconds,
             );
             let most = p
                 .warmup
@@ -619,7 +637,7 @@ fn run(text: &str, file: &str, set: &[String]) {
             assert!(b.requests <= w.completed, "{text}");
             assert!(w.completed - b.requests <= most, "{text}\n{w:?}");
         }
-        if cut {
+        if cut || timed {
             assert!(b.completed() <= budget, "at most the budget:\n{text}");
         } else {
             assert_eq!(

@@ -312,8 +312,8 @@ pub enum Command {
         /// (vllm-bench, inferencemax: request_rate, requests per second created under the concurrency
         /// cap; aiperf, genai-perf: synthetic_input_tokens_stddev, output_tokens_stddev,
         /// warmup_request_count; guidellm: prompt_tokens_stdev, prompt_tokens_min, prompt_tokens_max and
-        /// the same for output_tokens, and its profile's warmup and cooldown, each a fraction of the
-        /// requests below 1 or a count from 1).
+        /// the same for output_tokens, its profile's warmup and cooldown (a fraction of the requests
+        /// below 1 or a count from 1; seconds with max_seconds), and max_seconds, its --max-seconds).
         #[arg(
             long = "harness-option",
             requires = "harness",

@@ -149,6 +149,14 @@ pub struct BenchReport {
     /// requests that overlap it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<MeasuredWindow>,
+    /// GuideLLM with `--max-seconds`: requests still streaming when it ran out, cancelled and in none
+    /// of the figures (its "incomplete" requests).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cancelled: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// GuideLLM's measured window ([`BenchLog::measured`]).
@@ -189,19 +197,49 @@ impl Timed {
     }
 }
 
-/// GuideLLM's warm-up and cool-down in requests (its `TransientPhaseConfig` in request mode, the mode
-/// a run bounded only by a request count takes): `None` where the phase is not set.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// GuideLLM's warm-up and cool-down (its `TransientPhaseConfig`): in requests for a run bounded only by
+/// a request count, in seconds for one bounded by `--max-seconds` (its default mode,
+/// `prefer_duration`, takes the duration whenever the run has one); `None` where a phase is not set.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct TransientPhases {
     pub warmup: Option<u64>,
     pub cooldown: Option<u64>,
+    /// Duration mode: the phases in seconds and the run's length.
+    pub seconds: Option<PhaseSeconds>,
+}
+
+/// GuideLLM's phases of a run bounded by `--max-seconds`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PhaseSeconds {
+    pub warmup: Option<f64>,
+    pub cooldown: Option<f64>,
+    /// `--max-seconds`.
+    pub total: f64,
 }
 
 impl TransientPhases {
-    /// The phases of a run of `requests` from GuideLLM's `warmup` and `cooldown` values: below 1 a
-    /// fraction of the requests, from 1 on a count, truncated (`TransientPhaseConfig.create_from_value`
-    /// and `compute_limits`, guidellm v0.7.3 `benchmark/schemas/base.py` L62-157).
-    pub fn of(warmup: Option<f64>, cooldown: Option<f64>, requests: u64) -> Self {
+    /// The phases of a run of `requests`, or of `max_seconds` when it has one, from GuideLLM's `warmup`
+    /// and `cooldown` values: below 1 a fraction of the requests (of the seconds), from 1 on a count of
+    /// requests, truncated (of seconds) (`TransientPhaseConfig.create_from_value` and `compute_limits`,
+    /// guidellm v0.7.3 `benchmark/schemas/base.py` L62-157).
+    pub fn of(
+        warmup: Option<f64>,
+        cooldown: Option<f64>,
+        requests: u64,
+        max_seconds: Option<f64>,
+    ) -> Self {
+        if let Some(total) = max_seconds {
+            let secs = |v: f64| if v < 1.0 { v * total } else { v };
+            return TransientPhases {
+                warmup: None,
+                cooldown: None,
+                seconds: (warmup.is_some() || cooldown.is_some()).then_some(PhaseSeconds {
+                    warmup: warmup.map(secs),
+                    cooldown: cooldown.map(secs),
+                    total,
+                }),
+            };
+        }
         let count = |v: f64| {
             if v < 1.0 {
                 (v * requests as f64) as u64
@@ -212,12 +250,13 @@ impl TransientPhases {
         TransientPhases {
             warmup: warmup.map(count),
             cooldown: cooldown.map(count),
+            seconds: None,
         }
     }
 
     /// Whether either phase is set.
     pub fn is_set(&self) -> bool {
-        self.warmup.is_some() || self.cooldown.is_some()
+        self.warmup.is_some() || self.cooldown.is_some() || self.seconds.is_some()
     }
 }
 
@@ -232,6 +271,9 @@ pub struct BenchLog {
     last_end_s: f64,
     warmup: Vec<(f64, f64)>,
     phases: TransientPhases,
+    /// When the benchmark started (its first send), seconds, if the client said so.
+    origin_s: Option<f64>,
+    cancelled: u64,
 }
 
 impl BenchLog {
@@ -264,6 +306,16 @@ impl BenchLog {
         self.last_end_s = self.last_end_s.max(end_s);
     }
 
+    /// The benchmark starts at `s` seconds (GuideLLM's phases in seconds count from it).
+    pub fn set_origin(&mut self, s: f64) {
+        self.origin_s = Some(s);
+    }
+
+    /// A benchmark request cancelled when `--max-seconds` ran out, kept out of the statistics.
+    pub fn record_cancelled(&mut self) {
+        self.cancelled += 1;
+    }
+
     /// A warm-up request, kept out of the statistics.
     pub fn record_warmup(&mut self, sent_s: f64, first_s: f64, end_s: f64) {
         self.warmup
@@ -281,10 +333,25 @@ impl BenchLog {
     /// itself, a request sent after it, or one whose first token arrived after it. Without a warm-up
     /// it is the first send. Its end: with a cool-down of C requests, the completion of the
     /// (N − C − 1)-th request (when C + 1 remain of the N); else the last response.
+    ///
+    /// In seconds (a run bounded by `--max-seconds`), the window is simply its start plus the warm-up
+    /// and its start plus `--max-seconds` less the cool-down (`compute_transition_time`'s duration
+    /// branch); an unset phase leaves the first send or the last response.
     pub fn measured(&self) -> (f64, f64, Vec<usize>) {
         let n = self.done.len();
         let first_send = self.first_send_s.unwrap_or(0.0);
         let last_end = self.last_end_s;
+        let overlapping = |start: f64, end: f64| -> Vec<usize> {
+            (0..n)
+                .filter(|&i| self.done[i].end_s >= start && self.done[i].sent_s <= end)
+                .collect()
+        };
+        if let Some(p) = self.phases.seconds {
+            let origin = self.origin_s.unwrap_or(first_send);
+            let start = p.warmup.map_or(first_send, |w| origin + w);
+            let end = p.cooldown.map_or(last_end, |c| origin + p.total - c);
+            return (start, end, overlapping(start, end));
+        }
         let start = match self.phases.warmup {
             Some(w) if w < n as u64 => {
                 let w = w as usize;
@@ -306,10 +373,7 @@ impl BenchLog {
             Some(c) if n >= 2 && c <= (n - 2) as u64 => self.done[n - 2 - c as usize].end_s,
             _ => last_end,
         };
-        let kept = (0..n)
-            .filter(|&i| self.done[i].end_s >= start && self.done[i].sent_s <= end)
-            .collect();
-        (start, end, kept)
+        (start, end, overlapping(start, end))
     }
 
     /// The report so far.
@@ -323,6 +387,7 @@ impl BenchLog {
                 log.record(t.sent_s, t.first_s, t.end_s, t.output);
             }
             let mut r = log.report();
+            r.cancelled = self.cancelled;
             r.window = Some(MeasuredWindow {
                 start_s: round(start, 9),
                 end_s: round(end, 9),
@@ -413,6 +478,7 @@ impl BenchLog {
             output_tokens_per_s,
             warmup,
             window: None,
+            cancelled: self.cancelled,
         }
     }
 }
@@ -490,17 +556,63 @@ mod tests {
 
     #[test]
     fn guidellm_phases_count_fractions_and_requests_as_its_transient_phase_config() {
-        let p = TransientPhases::of(Some(0.1), Some(5.0), 100);
+        let p = TransientPhases::of(Some(0.1), Some(5.0), 100, None);
         assert_eq!((p.warmup, p.cooldown), (Some(10), Some(5)));
-        assert_eq!(TransientPhases::of(Some(2.7), None, 100).warmup, Some(2));
-        assert_eq!(TransientPhases::of(Some(0.0), None, 100).warmup, Some(0));
-        // 1 is a count, not the whole run (`value if value >= 1.0`).
-        assert_eq!(TransientPhases::of(Some(1.0), None, 100).warmup, Some(1));
         assert_eq!(
-            TransientPhases::of(None, Some(0.999), 100).cooldown,
+            TransientPhases::of(Some(2.7), None, 100, None).warmup,
+            Some(2)
+        );
+        assert_eq!(
+            TransientPhases::of(Some(0.0), None, 100, None).warmup,
+            Some(0)
+        );
+        // 1 is a count, not the whole run (`value if value >= 1.0`).
+        assert_eq!(
+            TransientPhases::of(Some(1.0), None, 100, None).warmup,
+            Some(1)
+        );
+        assert_eq!(
+            TransientPhases::of(None, Some(0.999), 100, None).cooldown,
             Some(99)
         );
-        assert!(!TransientPhases::of(None, None, 100).is_set());
+        assert!(!TransientPhases::of(None, None, 100, None).is_set());
+    }
+
+    /// With `--max-seconds` GuideLLM's phases are seconds (`prefer_duration`): below 1 a fraction of
+    /// the run's length, from 1 seconds, and the counts are unset.
+    #[test]
+    fn guidellm_phases_are_seconds_in_a_run_bounded_by_max_seconds() {
+        let p = TransientPhases::of(Some(0.1), Some(5.0), 100, Some(60.0));
+        assert_eq!((p.warmup, p.cooldown), (None, None));
+        let s = p.seconds.unwrap();
+        assert_eq!(
+            (s.warmup, s.cooldown, s.total),
+            (Some(6.0), Some(5.0), 60.0)
+        );
+        assert!(p.is_set());
+        assert!(!TransientPhases::of(None, None, 100, Some(60.0)).is_set());
+        // The window: from the start plus the warm-up to the start plus 60 s less the cool-down; a
+        // request counts when it overlaps it. Started at 10 s: 16–65 s.
+        let mut log = BenchLog::new(BenchDefinitions::Guidellm).with_phases(p);
+        log.set_origin(10.0);
+        log.record(10.0, 10.1, 15.9, 10); // ends before 16 s: out
+        log.record(10.0, 10.2, 16.0, 10); // ends at 16 s: in
+        log.record(40.0, 40.1, 50.0, 10); // in
+        log.record(65.0, 65.1, 69.0, 10); // sent at 65 s: in
+        log.record(65.5, 65.6, 69.5, 10); // sent after 65 s: out
+        let (start, end, kept) = log.measured();
+        assert_eq!((start, end), (16.0, 65.0));
+        assert_eq!(kept, [1, 2, 3]);
+        let r = log.report();
+        assert_eq!(r.requests, 3);
+        assert_eq!(r.window.unwrap().completed, 5);
+        // An unset phase leaves the first send (a warm-up alone) or the last response.
+        let warm_only = TransientPhases::of(Some(6.0), None, 0, Some(60.0));
+        let mut log = BenchLog::new(BenchDefinitions::Guidellm).with_phases(warm_only);
+        log.set_origin(0.0);
+        log.record(0.0, 0.1, 7.0, 10);
+        log.record(7.0, 7.1, 58.0, 10);
+        assert_eq!(log.measured().0..log.measured().1, 6.0..58.0);
     }
 
     /// Hand-worked: a warm-up of 1 opens the window at the start of the request whose update comes
@@ -514,6 +626,7 @@ mod tests {
         let phases = |w, c| TransientPhases {
             warmup: w,
             cooldown: c,
+            seconds: None,
         };
         let (start, end, kept) = two_streams(phases(Some(1), Some(1)), 0.0).measured();
         assert_eq!((start, end), (1.5, 2.6));

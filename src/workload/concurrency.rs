@@ -54,6 +54,9 @@ pub struct ClientRules {
     /// GuideLLM's `warmup` and `cooldown` values, if given ([`TransientPhases::of`]): the report counts
     /// only the requests that overlap its measured window.
     pub transient: (Option<f64>, Option<f64>),
+    /// GuideLLM's `--max-seconds`: from the benchmark's start, no request is sent at or after this many
+    /// seconds, and one whose last chunk the client has not seen by then is cancelled (not counted).
+    pub max_seconds: Option<f64>,
 }
 
 impl ClientRules {
@@ -65,6 +68,7 @@ impl ClientRules {
             definitions: BenchDefinitions::VllmBench,
             request_rate: None,
             transient: (None, None),
+            max_seconds: None,
         }
     }
 }
@@ -104,6 +108,9 @@ pub struct ClosedLoop {
     /// With a request rate: the gaps between creations, and when the next benchmark request to be
     /// sent was created (the benchmark's start until its first is sent).
     creation: Option<(ArrivalProcess, SimTime)>,
+    /// GuideLLM's `--max-seconds`, and (once the benchmark has started) the instant it runs out.
+    max_seconds: Option<SimDuration>,
+    deadline: Option<SimTime>,
 }
 
 impl ClosedLoop {
@@ -156,10 +163,13 @@ impl ClosedLoop {
                 rules.transient.0,
                 rules.transient.1,
                 remaining,
+                rules.max_seconds,
             )),
             creation: rules
                 .request_rate
                 .map(|r| (ArrivalProcess::poisson(r), SimTime::ZERO)),
+            max_seconds: rules.max_seconds.map(SimDuration::from_secs_f64),
+            deadline: None,
         }
     }
 
@@ -178,7 +188,7 @@ impl ClosedLoop {
 
     /// A benchmark request sent at `sent` by `client`, if the cap, its share and the window allow.
     fn send(&mut self, sent: SimTime, client: u32) -> Option<Request> {
-        if self.remaining == 0 || sent >= self.end {
+        if self.remaining == 0 || sent >= self.end || self.deadline.is_some_and(|d| sent >= d) {
             return None;
         }
         // With a request rate, the next request exists only from its creation on; one created after
@@ -242,6 +252,8 @@ impl Workload for ClosedLoop {
             }
             Phase::Dispatch(start) => {
                 self.phase = Phase::Running;
+                self.log.set_origin(start.as_secs_f64());
+                self.deadline = self.max_seconds.map(|t| start + t);
                 // The first request is created as the benchmark starts.
                 if let Some((_, next)) = &mut self.creation {
                     *next = start;
@@ -302,6 +314,11 @@ impl Workload for ClosedLoop {
             return next;
         }
         if record.outcome == Outcome::Rejected {
+            return None;
+        }
+        if self.deadline.is_some_and(|d| seen_end > d) {
+            // Still streaming when `--max-seconds` ran out: GuideLLM cancels it, and sends no more.
+            self.log.record_cancelled();
             return None;
         }
         if let (true, Some(first)) = (completed, first) {
@@ -463,6 +480,44 @@ mod tests {
         assert!((r.ttft_ms.mean - 49.5).abs() < 1e-6, "{r:?}");
         let warm = r.warmup.unwrap();
         assert!((warm.ttft_ms - 50.6).abs() < 1e-6);
+    }
+
+    /// GuideLLM's `--max-seconds` 1: two streams, no warm-up, the engine alone. The benchmark starts
+    /// at 0 s; a request finishing at 0.6 s is counted and its stream sends again; one whose last
+    /// token comes at 1.2 s was still streaming at 1 s, so it is cancelled and nothing more is sent;
+    /// a stream that finishes at 0.9 s sends its next request, which finishes past 1 s: cancelled too.
+    #[test]
+    fn max_seconds_stops_sending_and_cancels_what_still_streams() {
+        let rules = ClientRules {
+            definitions: BenchDefinitions::Guidellm,
+            max_seconds: Some(1.0),
+            ..ClientRules::vllm_bench(false)
+        };
+        let mut w = ClosedLoop::new(2, sampler(), from_u64(1), SimTime::MAX, None, off(), rules);
+        let first: Vec<Request> = std::iter::from_fn(|| w.next_arrival()).collect();
+        assert_eq!(first.len(), 2);
+        let at = |s: f64| SimTime::ZERO + SimDuration::from_secs_f64(s);
+        let again = w
+            .on_finished(&finished(&first[0], at(0.6), Outcome::Completed), at(0.6))
+            .expect("sent before the deadline");
+        assert!(
+            w.on_finished(&finished(&first[1], at(1.2), Outcome::Completed), at(1.2))
+                .is_none()
+        );
+        assert!(
+            w.on_finished(&finished(&again, at(1.5), Outcome::Completed), at(1.5))
+                .is_none()
+        );
+        let r = w.bench_report().unwrap();
+        assert_eq!((r.requests, r.cancelled), (1, 2), "{r:?}");
+        // A request is never sent at or after the deadline, even by a stream that is free.
+        let mut w = ClosedLoop::new(1, sampler(), from_u64(1), SimTime::MAX, None, off(), rules);
+        let only = w.next_arrival().unwrap();
+        assert!(
+            w.on_finished(&finished(&only, at(1.0), Outcome::Completed), at(1.0))
+                .is_none()
+        );
+        assert_eq!(w.bench_report().unwrap().requests, 1);
     }
 
     #[test]

@@ -92,11 +92,15 @@ pub struct HarnessOptions {
     /// guidellm: the profile's `cooldown`, as `warmup`: the last requests to complete, after the
     /// measured window closes.
     pub cooldown: Option<f64>,
+    /// guidellm: `--max-seconds`, the benchmark's length from its first request: no request is sent
+    /// after it and those still streaming are cancelled (not counted). It also puts `warmup` and
+    /// `cooldown` in seconds (below 1 a fraction of it, from 1 seconds).
+    pub max_seconds: Option<f64>,
 }
 
 impl HarnessOptions {
     /// The options given, by name.
-    fn present(&self) -> [(&'static str, bool); 13] {
+    fn present(&self) -> [(&'static str, bool); 14] {
         [
             ("random_range_ratio", self.random_range_ratio.is_some()),
             ("request_rate", self.request_rate.is_some()),
@@ -114,6 +118,7 @@ impl HarnessOptions {
             ("output_tokens_max", self.output_tokens_max.is_some()),
             ("warmup", self.warmup.is_some()),
             ("cooldown", self.cooldown.is_some()),
+            ("max_seconds", self.max_seconds.is_some()),
         ]
     }
 
@@ -142,6 +147,7 @@ impl HarnessOptions {
             "--warmup-request-count",
             self.warmup_request_count.map(|v| v.to_string()),
         );
+        put("--max-seconds", self.max_seconds.map(|v| v.to_string()));
         let guidellm = [
             ("prompt_tokens_stdev", self.prompt_tokens_stdev),
             ("prompt_tokens_min", self.prompt_tokens_min),
@@ -181,6 +187,8 @@ pub struct HarnessRun {
     pub client: ClientRules,
 }
 
+/// The longest GuideLLM `--max-seconds` taken (about 11.6 days).
+pub const MAX_SECONDS: f64 = 1e6;
 /// The largest `--request-rate` taken, requests per second.
 pub const MAX_REQUEST_RATE: f64 = 1e6;
 /// The smallest `--request-rate` taken (one request in about 11.6 days), so that no gap overflows the
@@ -229,6 +237,7 @@ impl Harness {
                 "output_tokens_max",
                 "warmup",
                 "cooldown",
+                "max_seconds",
             ],
         }
     }
@@ -441,6 +450,14 @@ impl Harness {
                 ),
             ));
         }
+        if let Some(t) = options.max_seconds
+            && !(t.is_finite() && t > 0.0 && t <= MAX_SECONDS)
+        {
+            return Err((
+                "max_seconds",
+                format!("must be a duration in (0, {MAX_SECONDS}] seconds, got {t}"),
+            ));
+        }
         for (name, v) in [("warmup", options.warmup), ("cooldown", options.cooldown)] {
             if let Some(v) = v
                 && !(v.is_finite() && v >= 0.0)
@@ -479,6 +496,7 @@ impl Harness {
                 definitions,
                 request_rate: options.request_rate,
                 transient: (options.warmup, options.cooldown),
+                max_seconds: options.max_seconds,
             },
         })
     }
@@ -588,6 +606,31 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(e.0, "warmup");
+    }
+
+    /// GuideLLM's `--max-seconds` reaches its client; a non-positive, non-finite or over-long one, or
+    /// one given to another harness, is refused by name.
+    #[test]
+    fn guidellm_takes_max_seconds_and_no_other_harness_does() {
+        let o = HarnessOptions {
+            max_seconds: Some(60.0),
+            ..opts()
+        };
+        let r = Harness::Guidellm.run(1024, 128, 8, &o).unwrap();
+        assert_eq!(r.client.max_seconds, Some(60.0));
+        assert_eq!(o.words(), "--max-seconds 60");
+        for bad in [0.0, -1.0, f64::INFINITY, f64::NAN, MAX_SECONDS * 2.0] {
+            let o = HarnessOptions {
+                max_seconds: Some(bad),
+                ..opts()
+            };
+            assert_eq!(
+                Harness::Guidellm.run(1024, 128, 8, &o).unwrap_err().0,
+                "max_seconds"
+            );
+        }
+        let e = Harness::VllmBench.run(1024, 128, 8, &o).unwrap_err();
+        assert_eq!(e.0, "max_seconds");
     }
 
     #[test]

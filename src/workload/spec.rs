@@ -636,21 +636,24 @@ impl WorkloadSpec {
                 at(&key, m)
             })?;
         let requests = match (self.requests, run.requests) {
-            (Some(r), _) => r,
-            (None, Some(n)) => PositiveInt(n.max(1)),
+            (Some(r), _) => Some(r),
+            (None, Some(n)) => Some(PositiveInt(n.max(1))),
+            // A GuideLLM run bounded by `--max-seconds` alone sends until it runs out.
+            (None, None) if options.max_seconds.is_some() => None,
             (None, None) => {
                 return Err(at(
                     "requests",
                     format!(
                         "required with {harness}, which has no default request budget (its \
-                         --constraint kind=max_requests,count=N)"
+                         --constraint kind=max_requests,count=N), unless options.max_seconds bounds \
+                         the run"
                     ),
                 ));
             }
         };
         Ok(ClosedLoopConfig {
             clients,
-            requests: Some(requests),
+            requests,
             prompt: run.prompt,
             output: run.output,
             shared_prefix: None,

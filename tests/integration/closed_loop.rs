@@ -423,6 +423,36 @@ fn a_request_rate_paces_the_benchmark_and_conversation_prompts_share_prefixes() 
     assert!(conv.prefix_cache.hit_rate > 0.7, "{:?}", conv.prefix_cache);
 }
 
+/// GuideLLM bounded by `--max-seconds` alone (no request count): it sends until the time runs out, the
+/// requests still streaming then are cancelled and counted apart (at most one per stream), and its
+/// warm-up and cool-down are seconds: 10% of 20 s each, so the window is 2–18 s from its start. A
+/// scenario that bounds a GuideLLM run by neither is refused by field.
+#[test]
+fn guidellm_bounded_by_max_seconds_cancels_what_still_streams() {
+    let lengths = "prompt = { dist = \"fixed\", tokens = 1000 }\noutput = { dist = \"fixed\", tokens = 400 }\n";
+    let text = benchmark_on_one_h100(
+        "seconds",
+        2,
+        "guidellm",
+        &format!("{lengths}options = {{ max_seconds = 20, warmup = 0.1, cooldown = 0.1 }}"),
+    );
+    let (out, _) = run(&scenario(&text, &[]));
+    let b = out.benchmark.expect("a benchmark reports its client");
+    let w = b.window.clone().expect("phases set a window");
+    assert_eq!((w.start_s, w.end_s), (2.0, 18.0), "{b:?}");
+    assert!((1..=8).contains(&b.cancelled), "{b:?}");
+    // Eight streams, about 3.5 s a request: roughly 20 / 3.5 rounds completed in 20 s.
+    assert!((24..=56).contains(&w.completed), "{b:?}");
+    assert!(b.requests <= w.completed);
+    let json = serde_json::to_value(&b).unwrap();
+    assert_eq!(json["cancelled"], b.cancelled);
+    let unbounded = benchmark_on_one_h100("seconds", 2, "guidellm", lengths);
+    let e = fleetsim::scenario::Scenario::parse(&unbounded, "g.toml", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("requests") && e.contains("max_seconds"), "{e}");
+}
+
 /// A `benchmark` scenario of `harness` at 8 clients on one H100 serving Llama-3.1-8B, its workload
 /// table ending with `body`.
 fn benchmark_on_one_h100(name: &str, seed: u64, harness: &str, body: &str) -> String {
