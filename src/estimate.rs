@@ -52,6 +52,9 @@ pub struct EstimateRequest {
     /// definitions and server flags. `None`: every request exactly `prompt` + `output` tokens, ten per
     /// client, `vllm bench serve`'s metrics.
     pub harness: Option<(Harness, HarnessOptions)>,
+    /// The seed of the run's random streams (the harness's length draws, arrivals under a request
+    /// rate): one sample of the client's randomness; another seed gives another.
+    pub seed: u64,
 }
 
 /// Mean and percentiles of a latency, ms.
@@ -115,6 +118,9 @@ pub struct Estimate {
     /// GuideLLM with a warm-up or cool-down: its measured window; `requests` are those in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<crate::metrics::bench::MeasuredWindow>,
+    /// The seed of the run (written when not 0, the default).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub seed: u64,
     /// GuideLLM with `--max-seconds`: requests cancelled when it ran out, in no figure.
     #[serde(skip_serializing_if = "is_zero")]
     pub cancelled: u64,
@@ -143,14 +149,19 @@ impl Estimate {
         };
         let _ = writeln!(
             o,
-            "# {} × {} tp {} {}: prompt {}, output {}, concurrency {}\n",
+            "# {} × {} tp {} {}: prompt {}, output {}, concurrency {}{}\n",
             self.gpu,
             self.model,
             self.tp,
             self.precision,
             self.prompt_tokens,
             self.output_tokens,
-            self.concurrency
+            self.concurrency,
+            if self.seed == 0 {
+                String::new()
+            } else {
+                format!(", seed {}", self.seed)
+            }
         );
         let [p0, p1] = self.prompt_tokens_range;
         let [o0, o1] = self.output_tokens_range;
@@ -272,12 +283,13 @@ fn simulate(
     group: &WorkerGroup,
     workload: WorkloadSpec,
     longest: (u32, u32),
+    seed: u64,
 ) -> Result<(Summary, BenchReport), String> {
     let requests = workload.requests.map(|r| u64::from(r.0));
     let scenario = Scenario {
         origin: String::new(),
         name: "estimate".into(),
-        seed: 0,
+        seed,
         // The request cap ends the run; the window only has to outlast it.
         duration: SimDuration::from_secs(10 * 365 * 24 * 3600),
         max_requests: None,
@@ -440,8 +452,9 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
             engine_only,
         ),
         (req.prompt, req.output),
+        req.seed,
     )?;
-    let (_, loaded) = simulate(&group, workload, (prompt_range.1, output_range.1))?;
+    let (_, loaded) = simulate(&group, workload, (prompt_range.1, output_range.1), req.seed)?;
     let stats = |d: &crate::metrics::bench::BenchStat| Stats {
         mean: round(d.mean, 6),
         p50: round(d.p50, 6),
@@ -488,6 +501,7 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
         definitions: loaded.definitions,
         window: loaded.window.clone(),
         cancelled: loaded.cancelled,
+        seed: req.seed,
     })
 }
 
@@ -510,6 +524,7 @@ mod tests {
             max_num_seqs: None,
             frontend: FrontendSpec::default(),
             harness: None,
+            seed: 0,
         }
     }
 
@@ -580,6 +595,35 @@ mod tests {
             .expect("32 clients share prefill steps");
         assert!(note.contains("docs/benchmark-client.md"), "{note}");
         assert!(many.to_markdown().contains(&note));
+    }
+
+    /// `--seed`: the same seed gives the same estimate, byte for byte; another seed draws other lengths
+    /// and so other figures (one sample of the harness's randomness each), and is written in the output;
+    /// seed 0, the default, is not.
+    #[test]
+    fn another_seed_draws_another_sample_of_the_harness() {
+        let mut r = req(Some(8));
+        r.requests = Some(40);
+        r.harness = Some((Harness::InferenceMax, HarnessOptions::default()));
+        let zero = estimate(&r).unwrap();
+        assert_eq!(zero.to_json(), estimate(&r).unwrap().to_json());
+        assert!(!zero.to_json().contains("\"seed\""));
+        r.seed = 7;
+        let seven = estimate(&r).unwrap();
+        assert_ne!(zero.ttft_ms.mean, seven.ttft_ms.mean);
+        assert_eq!(
+            zero.prefill_ms, seven.prefill_ms,
+            "the idle prefill has fixed lengths"
+        );
+        assert!(seven.to_json().contains("\"seed\": 7"));
+        assert!(
+            seven
+                .to_markdown()
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with(", seed 7")
+        );
     }
 
     /// A harness draws the lengths its source draws and sends its own request budget: InferenceMAX's

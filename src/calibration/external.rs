@@ -212,6 +212,7 @@ impl ExternalPoint {
                 ..Default::default()
             },
             harness: None,
+            seed: 0,
         })?;
         let predicted = match self.measure {
             Measure::Ttft { .. } => e.ttft_ms.mean,

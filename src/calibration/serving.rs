@@ -174,6 +174,7 @@ impl ServingPoint {
             max_num_seqs: None,
             frontend: FrontendSpec::default(),
             harness: Some((self.harness, self.options.clone())),
+            seed: 0,
         })?;
         Ok(ServingResult {
             point: self.clone(),

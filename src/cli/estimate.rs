@@ -25,6 +25,7 @@ pub(super) struct Args {
     pub harness: Option<Harness>,
     pub random_range_ratio: Option<f64>,
     pub harness_options: Vec<String>,
+    pub seed: u64,
 }
 
 /// The harness options given as `--random-range-ratio` and `--harness-option KEY=VALUE` words.
@@ -95,6 +96,7 @@ pub(super) fn estimate(a: Args, profile: Option<&Path>, json: bool) -> Result<()
             )),
             None => None,
         },
+        seed: a.seed,
     })
     .map_err(anyhow::Error::msg)?;
     out!("{}", if json { e.to_json() } else { e.to_markdown() });

@@ -320,6 +320,10 @@ pub enum Command {
             value_name = "KEY=VALUE"
         )]
         harness_options: Vec<String>,
+        /// Seed of the run's random draws (a harness's lengths, arrivals under a request rate); run
+        /// several seeds to see the spread of a figure.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
         /// Print JSON instead of the table.
         #[arg(long)]
         json: bool,
@@ -725,6 +729,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             harness,
             random_range_ratio,
             harness_options,
+            seed,
             json,
         } => estimate::estimate(
             estimate::Args {
@@ -741,6 +746,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
                 harness,
                 random_range_ratio,
                 harness_options,
+                seed,
             },
             profile.as_deref(),
             json,

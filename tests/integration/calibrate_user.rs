@@ -159,6 +159,7 @@ fn a_fit_to_known_step_times_predicts_them_and_drives_estimate() {
             ..Default::default()
         },
         harness: None,
+        seed: 0,
     })
     .unwrap();
     assert_eq!(e.profile, "mine.toml");

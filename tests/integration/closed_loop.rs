@@ -188,6 +188,7 @@ fn h100_8b_closed_loop(
         max_num_seqs: None,
         frontend,
         harness: None,
+        seed: 0,
     })
     .unwrap()
 }
