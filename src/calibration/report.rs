@@ -125,7 +125,9 @@ fn serving_runs(o: &mut String, c: &Calibration) {
         "## Benchmark-harness runs of our own (held out: in none of the data)\n\n\
          Published serving benchmarks run with a harness fleetsim imitates, each predicted by `fleetsim estimate \
          --harness NAME` with the run's concurrency, request count and harness options, the API-server path and \
-         the harness's warm-up on (`docs/benchmark-client.md`). Nothing is fitted to them and no constant is \
+         the harness's warm-up on (`docs/benchmark-client.md`), and what the stated engine version is \
+         known to do there (`frontend`: vLLM v0.10 to the June 2026 releases wait 2 ms to micro-batch \
+         tokenization, `src/workload/frontend.rs`). Nothing is fitted to them and no constant is \
          set from them. Points whose setup fleetsim cannot express exactly say what is approximated; the \
          points and their sources are in `{}`, and the candidates set aside, with why, in \
          `data/validation/SOURCE.md`.\n",
@@ -148,6 +150,11 @@ fn serving_runs(o: &mut String, c: &Calibration) {
         let (ttft_error, tpot_error) = r.errors();
         let (ttft, te) = cell(p.ttft_ms, r.ttft_ms, ttft_error);
         let (tpot, pe) = cell(p.tpot_ms, r.tpot_ms, tpot_error);
+        let options = if p.options_text.is_empty() {
+            "defaults"
+        } else {
+            &p.options_text
+        };
         let approximated = if p.approximation.is_empty() {
             "–".to_string()
         } else {
@@ -164,10 +171,10 @@ fn serving_runs(o: &mut String, c: &Calibration) {
             o,
             "| {} | `{}` | [{}]({}) | {ttft} | {te} | {tpot} | {pe} | {} | {approximated} |",
             p.label(),
-            if p.options_text.is_empty() {
-                "defaults"
+            if p.frontend_text.is_empty() {
+                options.to_string()
             } else {
-                &p.options_text
+                format!("{options}`; frontend `{}", p.frontend_text)
             },
             p.source,
             p.url,

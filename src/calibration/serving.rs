@@ -21,13 +21,14 @@ use super::{CalibrationError, median_and_max};
 pub const FILE: &str = "data/validation/serving_runs.csv";
 const TEXT: &str = include_str!("../../data/validation/serving_runs.csv");
 
-const COLUMNS: [&str; 15] = [
+const COLUMNS: [&str; 16] = [
     "gpu",
     "model",
     "tp",
     "precision",
     "harness",
     "options",
+    "frontend",
     "prompt",
     "output",
     "concurrency",
@@ -50,6 +51,10 @@ pub struct ServingPoint {
     pub options: HarnessOptions,
     /// The options as written in the file (for the report).
     pub options_text: String,
+    /// The API-server path of the engine version run (`[workload.frontend]` keys over the defaults).
+    pub frontend: FrontendSpec,
+    /// The frontend keys as written in the file (for the report).
+    pub frontend_text: String,
     /// Nominal prompt and output tokens (the harness draws around them).
     pub prompt: u32,
     pub output: u32,
@@ -72,7 +77,9 @@ pub fn points() -> Result<Vec<ServingPoint>, CalibrationError> {
 
 /// Parses `text` (the CSV format of [`FILE`]), naming `file`, the line and the column in errors.
 /// `options` is the harness's options as TOML keys, `;`-separated (`random_range_ratio = 0.5`), as
-/// `estimate --harness-option` takes them; empty for the harness's defaults.
+/// `estimate --harness-option` takes them; empty for the harness's defaults. `frontend` is
+/// `[workload.frontend]` keys in the same form, for what the engine version run is known to do
+/// (`tokenizer_batch_wait = "2ms"`); empty for the defaults.
 pub fn parse(text: &str, file: &str) -> Result<Vec<ServingPoint>, CalibrationError> {
     ids::read_rows(text, file, &COLUMNS, |row| {
         let field = |i: usize| row.field(i);
@@ -93,11 +100,14 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<ServingPoint>, CalibrationErr
         let options_text = field(5).to_string();
         let options: HarnessOptions = toml::from_str(&options_text.replace(';', "\n"))
             .map_err(|e: toml::de::Error| row.bad(5, e.message()))?;
-        let (ttft_ms, tpot_ms) = (mean(10)?, mean(11)?);
+        let frontend_text = field(6).to_string();
+        let frontend: FrontendSpec = toml::from_str(&frontend_text.replace(';', "\n"))
+            .map_err(|e: toml::de::Error| row.bad(6, e.message()))?;
+        let (ttft_ms, tpot_ms) = (mean(11)?, mean(12)?);
         if ttft_ms.is_none() && tpot_ms.is_none() {
-            return Err(row.bad(10, "a point needs mean_ttft_ms, mean_tpot_ms or both"));
+            return Err(row.bad(11, "a point needs mean_ttft_ms, mean_tpot_ms or both"));
         }
-        row.required(&[12, 13])?;
+        row.required(&[13, 14])?;
         Ok(ServingPoint {
             gpu,
             model,
@@ -106,15 +116,17 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<ServingPoint>, CalibrationErr
             harness,
             options,
             options_text,
-            prompt: count(6)?,
-            output: count(7)?,
-            concurrency: count(8)?,
-            requests: count(9)?,
+            frontend,
+            frontend_text,
+            prompt: count(7)?,
+            output: count(8)?,
+            concurrency: count(9)?,
+            requests: count(10)?,
             ttft_ms,
             tpot_ms,
-            source: field(12).to_string(),
-            url: field(13).to_string(),
-            approximation: field(14).to_string(),
+            source: field(13).to_string(),
+            url: field(14).to_string(),
+            approximation: field(15).to_string(),
         })
     })
 }
@@ -172,7 +184,7 @@ impl ServingPoint {
             requests: Some(self.requests),
             profile: None,
             max_num_seqs: None,
-            frontend: FrontendSpec::default(),
+            frontend: self.frontend,
             harness: Some((self.harness, self.options.clone())),
             seed: 0,
         })?;
@@ -227,7 +239,7 @@ pub fn errors_by_harness(
 mod tests {
     use super::*;
 
-    const HEADER: &str = "gpu,model,tp,precision,harness,options,prompt,output,concurrency,requests,mean_ttft_ms,mean_tpot_ms,source,url,approximation\n";
+    const HEADER: &str = "gpu,model,tp,precision,harness,options,frontend,prompt,output,concurrency,requests,mean_ttft_ms,mean_tpot_ms,source,url,approximation\n";
 
     fn one(row: &str) -> Result<Vec<ServingPoint>, CalibrationError> {
         parse(&format!("{HEADER}{row}\n"), "s.csv")
@@ -235,13 +247,18 @@ mod tests {
 
     #[test]
     fn a_row_reads_its_harness_options_and_means() {
-        let p = one("h100,qwen3-8b,1,bf16,vllm-bench,random_range_ratio = 0.5,200,100,4,100,59.0,,src,https://x,lengths")
+        let p = one(r#"h100,qwen3-8b,1,bf16,vllm-bench,random_range_ratio = 0.5,"tokenizer_batch_wait = ""2ms""",200,100,4,100,59.0,,src,https://x,lengths"#)
             .unwrap();
+        assert_eq!(
+            p[0].frontend.tokenizer_batch_wait,
+            crate::time::SimDuration::from_millis(2)
+        );
+        assert_eq!(p[0].frontend.request, FrontendSpec::default().request);
         assert_eq!(p[0].harness, Harness::VllmBench);
         assert_eq!(p[0].options.random_range_ratio, Some(0.5));
         assert_eq!((p[0].ttft_ms, p[0].tpot_ms), (Some(59.0), None));
         assert_eq!(p[0].approximation, "lengths");
-        let p = one("h100,qwen3-8b,1,bf16,guidellm,prompt_tokens_stdev = 10;output_tokens_stdev = 5,200,100,4,100,,7.3,src,https://x,")
+        let p = one("h100,qwen3-8b,1,bf16,guidellm,prompt_tokens_stdev = 10;output_tokens_stdev = 5,,200,100,4,100,,7.3,src,https://x,")
             .unwrap();
         assert_eq!(p[0].options.output_tokens_stdev.map(|v| v.0), Some(5));
         assert_eq!(
@@ -252,31 +269,37 @@ mod tests {
 
     #[test]
     fn bad_rows_name_the_line_and_the_column() {
-        let e = one("h100,qwen3-8b,1,bf16,locust,,200,100,4,100,59,7,s,u,").unwrap_err();
+        let e = one("h100,qwen3-8b,1,bf16,locust,,,200,100,4,100,59,7,s,u,").unwrap_err();
         assert_eq!(e.location, "s.csv:2");
         assert!(
             e.message.starts_with("harness:") && e.message.contains("locust"),
             "{e}"
         );
         let e =
-            one("h100,qwen3-8b,1,bf16,vllm-bench,range = 1,200,100,4,100,59,7,s,u,").unwrap_err();
+            one("h100,qwen3-8b,1,bf16,vllm-bench,range = 1,,200,100,4,100,59,7,s,u,").unwrap_err();
         assert!(
             e.message.starts_with("options:") && e.message.contains("range"),
             "{e}"
         );
-        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,200,100,0,100,59,7,s,u,").unwrap_err();
+        let e =
+            one("h100,qwen3-8b,1,bf16,vllm-bench,,tokens = 3,200,100,4,100,59,7,s,u,").unwrap_err();
+        assert!(
+            e.message.starts_with("frontend:") && e.message.contains("tokens"),
+            "{e}"
+        );
+        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,,200,100,0,100,59,7,s,u,").unwrap_err();
         assert!(e.message.starts_with("concurrency:"), "{e}");
-        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,200,100,4,100,,,s,u,").unwrap_err();
+        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,,200,100,4,100,,,s,u,").unwrap_err();
         assert!(e.message.starts_with("mean_ttft_ms:"), "{e}");
-        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,200,100,4,100,-3,,s,u,").unwrap_err();
+        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,,200,100,4,100,-3,,s,u,").unwrap_err();
         assert!(e.message.starts_with("mean_ttft_ms:"), "{e}");
-        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,200,100,4,100,59,,s,,").unwrap_err();
+        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,,200,100,4,100,59,,s,,").unwrap_err();
         assert!(e.message.starts_with("url:"), "{e}");
     }
 
     #[test]
     fn errors_are_grouped_by_harness_and_metric() {
-        let p = one("h100,qwen3-8b,1,bf16,vllm-bench,,200,100,4,100,50,10,s,u,").unwrap();
+        let p = one("h100,qwen3-8b,1,bf16,vllm-bench,,,200,100,4,100,50,10,s,u,").unwrap();
         let r = |ttft: f64, tpot: f64| ServingResult {
             point: p[0].clone(),
             ttft_ms: ttft,

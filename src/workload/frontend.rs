@@ -26,6 +26,14 @@
 //! - The benchmark client's per-request send (task wake-up, payload build, aiohttp POST) is a fraction of
 //!   a millisecond of one Python event loop (`client_send = 0.5ms`).
 //!
+//! - vLLM from PR #19334 (microbatch tokenization, mid-2025, in v0.10 and v0.11) until PR #45759 removed it
+//!   (June 2026) tokenized through `AsyncMicrobatchTokenizer`, which waits `batch_wait_timeout_s =
+//!   0.002` after the first request of a batch for others to join (up to 32) before it tokenizes: a lone
+//!   request waits the whole 2 ms (vllm-project/vllm#44172 puts the cost at about 2 ms per request at low
+//!   concurrency; #27407 measured `_preprocess` at 2.2–2.4 ms). Current vLLM does
+//!   not, so `tokenizer_batch_wait` defaults to 0; set `tokenizer_batch_wait = "2ms"` to imitate those
+//!   releases.
+//!
 //! These are order-of-magnitude figures, not fits; `enabled = false` turns the whole path off (the
 //! idealised lock-step loop, used by the queueing-theory tests).
 
@@ -49,6 +57,9 @@ pub struct FrontendSpec {
     pub token: SimDuration,
     /// Send one request alone first and wait for it, as `vllm bench serve` does; reported separately.
     pub warmup: bool,
+    /// vLLM's tokenization micro-batch window (v0.10 to the June 2026 releases: 2 ms; current: 0): a
+    /// request that opens a window waits this long for others to join before the API server takes it.
+    pub tokenizer_batch_wait: SimDuration,
 }
 
 impl Default for FrontendSpec {
@@ -60,6 +71,7 @@ impl Default for FrontendSpec {
             prompt_token: SimDuration::from_secs_f64(1e-6),
             token: SimDuration::from_secs_f64(0.6e-3),
             warmup: true,
+            tokenizer_batch_wait: SimDuration::ZERO,
         }
     }
 }
@@ -77,17 +89,24 @@ impl FrontendSpec {
                 prompt_token: SimDuration::ZERO,
                 token: SimDuration::ZERO,
                 warmup: false,
+                tokenizer_batch_wait: SimDuration::ZERO,
             }
         }
     }
 }
 
-/// The API server as one FIFO server: each request occupies it for `request + prompt_token · prompt`.
+/// Requests one tokenization micro-batch takes at most (`AsyncMicrobatchTokenizer.max_batch_size`).
+pub const MICROBATCH_MAX: u32 = 32;
+
+/// The API server as one FIFO server: each request occupies it for `request + prompt_token · prompt`,
+/// from the close of its tokenization micro-batch window on (when `tokenizer_batch_wait` is set).
 #[derive(Clone, Debug)]
 pub struct Frontend {
     spec: FrontendSpec,
     /// When the server finishes the work it already has.
     free_at: SimTime,
+    /// The open micro-batch window: when it closes, and the requests in it.
+    window: Option<(SimTime, u32)>,
 }
 
 impl Frontend {
@@ -95,6 +114,7 @@ impl Frontend {
         Frontend {
             spec: spec.effective(),
             free_at: SimTime::ZERO,
+            window: None,
         }
     }
 
@@ -105,8 +125,28 @@ impl Frontend {
 
     /// A request of `prompt` tokens sent at `sent` reaches the server; returns when the engine has it:
     /// after the server's earlier work and its own tokenization. Never before `sent`.
+    ///
+    /// With a micro-batch window, a request sent while a window is open (and not full) joins it, and
+    /// any other opens one: the server takes it when its window closes. (A window that fills closes
+    /// early in vLLM; here its members still wait for its end: at most 32 requests within the window.)
     pub fn admit(&mut self, sent: SimTime, prompt: u32) -> SimTime {
-        let start = sent.max(self.free_at);
+        let wait = self.spec.tokenizer_batch_wait;
+        let ready = if wait == SimDuration::ZERO {
+            sent
+        } else {
+            match self.window {
+                Some((close, n)) if sent < close && n < MICROBATCH_MAX => {
+                    self.window = Some((close, n + 1));
+                    close
+                }
+                _ => {
+                    let close = sent + wait;
+                    self.window = Some((close, 1));
+                    close
+                }
+            }
+        };
+        let start = ready.max(self.free_at);
         let cost = SimDuration(
             self.spec.request.0 + self.spec.prompt_token.0.saturating_mul(u64::from(prompt)),
         );
@@ -145,6 +185,38 @@ mod tests {
         let c = f.admit(t0 + ms(10.0), 1000);
         assert_eq!(c, t0 + ms(12.0));
         assert_eq!(f.delivered(c), c + ms(0.6));
+    }
+
+    /// vLLM's micro-batch tokenizer: a lone request waits the whole 2 ms window; one sent 0.5 ms later
+    /// joins the window and is taken at its close, after the first's 1 ms; one sent after the close
+    /// opens a window of its own. Without a window the same requests are taken at once.
+    #[test]
+    fn a_tokenization_window_holds_requests_until_it_closes() {
+        let spec = FrontendSpec {
+            request: ms(1.0),
+            prompt_token: SimDuration::ZERO,
+            tokenizer_batch_wait: ms(2.0),
+            ..FrontendSpec::default()
+        };
+        let mut f = Frontend::new(spec);
+        let t0 = SimTime::ZERO;
+        assert_eq!(f.admit(t0, 100), t0 + ms(3.0));
+        assert_eq!(f.admit(t0 + ms(0.5), 100), t0 + ms(4.0));
+        assert_eq!(f.admit(t0 + ms(10.0), 100), t0 + ms(13.0));
+        // A full window (32 requests) sends the next to a window of its own.
+        let mut f = Frontend::new(FrontendSpec {
+            request: SimDuration::ZERO,
+            ..spec
+        });
+        for _ in 0..MICROBATCH_MAX {
+            assert_eq!(f.admit(t0, 1), t0 + ms(2.0));
+        }
+        assert_eq!(f.admit(t0 + ms(1.0), 1), t0 + ms(3.0));
+        let mut plain = Frontend::new(FrontendSpec {
+            tokenizer_batch_wait: SimDuration::ZERO,
+            ..spec
+        });
+        assert_eq!(plain.admit(t0, 100), t0 + ms(1.0));
     }
 
     #[test]

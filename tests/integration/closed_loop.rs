@@ -122,8 +122,9 @@ fn concurrency_one_is_exactly_what_the_step_time_model_says() {
 }
 
 /// Issue 40: at concurrency 1 with the request path outside the engine switched on, TTFT is that path plus
-/// one prefill, hand-computed: the API server's fixed cost and its tokenization of the prompt, one idle
-/// prefill step, and the first chunk's delivery. The client's send cost is spent before the clock starts,
+/// one prefill, hand-computed: the tokenization micro-batch window a lone request waits out, the API
+/// server's fixed cost and its tokenization of the prompt, one idle prefill step, and the first chunk's
+/// delivery. The client's send cost is spent before the clock starts,
 /// so it is in no TTFT; the warm-up request, alone on the idle server, costs the same.
 #[test]
 fn concurrency_one_ttft_is_the_frontend_plus_one_prefill() {
@@ -132,7 +133,8 @@ fn concurrency_one_ttft_is_the_frontend_plus_one_prefill() {
     use fleetsim::time::SimDuration;
     use fleetsim::workload::FrontendSpec;
 
-    // Deliberately not the defaults, so that each term is visible: 2 ms + 1,500 × 4 µs + prefill + 3 ms.
+    // Deliberately not the defaults, so that each term is visible: a lone request waits out the 5-ms
+    // tokenization window, then 2 ms + 1,500 × 4 µs + prefill + 3 ms.
     let prompt = 1500u32;
     let frontend = FrontendSpec {
         enabled: true,
@@ -141,13 +143,14 @@ fn concurrency_one_ttft_is_the_frontend_plus_one_prefill() {
         prompt_token: SimDuration::from_secs_f64(4e-6),
         token: SimDuration::from_secs_f64(3e-3),
         warmup: true,
+        tokenizer_batch_wait: SimDuration::from_secs_f64(5e-3),
     };
     let e = h100_8b_closed_loop((prompt, 20), 1, 4, frontend);
     let perf = WorkerGroup::single(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16).perf();
     let mut shape = StepShape::default();
     shape.add(u64::from(prompt), 0);
     let prefill_ns = perf.step_time(&shape).0;
-    let hand_ns = 2_000_000 + u64::from(prompt) * 4_000 + prefill_ns + 3_000_000;
+    let hand_ns = 5_000_000 + 2_000_000 + u64::from(prompt) * 4_000 + prefill_ns + 3_000_000;
     let hand_ms = hand_ns as f64 / 1e6;
     assert_eq!(e.requests, 4);
     for (what, got) in [
