@@ -468,8 +468,9 @@ fn benchmark() -> impl Strategy<Value = String> {
         prop::collection::vec(fault(2), 0..2),
         0..i64::MAX as u64,
         any::<bool>(),
+        prop::sample::select(&["0ms", "2ms", "50ms"][..]),
     )
-        .prop_map(|(harness, options, clients, requests, faults, seed, conversations)| {
+        .prop_map(|(harness, options, clients, requests, faults, seed, conversations, window)| {
             let mut t = format!("name = \"fuzz-bench\"\nseed = {seed}\nduration = \"30m\"\n");
             t += "\n[[workers]]\ncount = 2\ngpu = \"h100\"\nmodel = \"llama-3.1-8b\"\nkv_blocks = 800\n";
             t += &format!(
@@ -482,6 +483,8 @@ fn benchmark() -> impl Strategy<Value = String> {
                 t += &format!("requests = {n}\n");
             }
             t += &format!("options = {{ {} }}\n", options.join(", "));
+            // vLLM's tokenization micro-batch window, off, as in v0.10–v0.11, or long.
+            t += &format!("frontend = {{ tokenizer_batch_wait = \"{window}\" }}\n");
             if conversations {
                 // KubeAI's dataset (vllm-bench only: other harnesses refuse it).
                 t += "[workload.conversation_prompts]\nconversations = 4\nmessages = { dist = \"uniform\", min = 1, max = 12 }\n";
