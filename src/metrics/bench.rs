@@ -578,6 +578,20 @@ mod tests {
         assert!(!TransientPhases::of(None, None, 100, None).is_set());
     }
 
+    /// `cancelled` is written only when a request was cancelled, so other runs' `summary.json` keeps its
+    /// bytes.
+    #[test]
+    fn cancelled_requests_are_written_only_when_there_are_some() {
+        let mut log = BenchLog::new(BenchDefinitions::Guidellm);
+        log.record(0.0, 0.1, 1.0, 10);
+        let json = |l: &BenchLog| serde_json::to_value(l.report()).unwrap();
+        assert!(json(&log).get("cancelled").is_none());
+        log.record_cancelled();
+        log.record_cancelled();
+        assert_eq!(json(&log)["cancelled"], 2);
+        assert_eq!(log.report().requests, 1);
+    }
+
     /// With `--max-seconds` GuideLLM's phases are seconds (`prefer_duration`): below 1 a fraction of
     /// the run's length, from 1 seconds, and the counts are unset.
     #[test]
