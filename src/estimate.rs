@@ -119,15 +119,11 @@ pub struct Estimate {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<crate::metrics::bench::MeasuredWindow>,
     /// The seed of the run (written when not 0, the default).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "crate::metrics::bench::is_zero")]
     pub seed: u64,
     /// GuideLLM with `--max-seconds`: requests cancelled when it ran out, in no figure.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "crate::metrics::bench::is_zero")]
     pub cancelled: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 impl Estimate {

@@ -59,6 +59,24 @@ impl Row<'_> {
     }
 }
 
+/// Runs `predict` on every point, an error naming `file` and the point's `label`.
+pub fn predict_each<P, R>(
+    points: &[P],
+    file: &str,
+    label: impl Fn(&P) -> String,
+    predict: impl Fn(&P) -> Result<R, String>,
+) -> Result<Vec<R>, CalibrationError> {
+    points
+        .iter()
+        .map(|p| {
+            predict(p).map_err(|message| CalibrationError {
+                location: file.into(),
+                message: format!("{}: {message}", label(p)),
+            })
+        })
+        .collect()
+}
+
 /// Reads `text` (CSV with exactly the header `columns`), naming `file` in errors, and turns every row
 /// into a `T` with `parse_row`. An unreadable or wrong header, an unreadable row or no rows at all is an
 /// error.

@@ -230,15 +230,7 @@ impl ExternalPoint {
 
 /// Predicts every point of [`FILE`].
 pub fn predict_all() -> Result<Vec<ExternalResult>, CalibrationError> {
-    points()?
-        .iter()
-        .map(|p| {
-            p.predict().map_err(|message| CalibrationError {
-                location: FILE.into(),
-                message: format!("{}: {message}", p.label()),
-            })
-        })
-        .collect()
+    ids::predict_each(&points()?, FILE, |p| p.label(), |p| p.predict())
 }
 
 #[cfg(test)]

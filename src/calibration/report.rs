@@ -138,18 +138,19 @@ fn serving_runs(o: &mut String, c: &Calibration) {
         "| point | options | source | TTFT ms published / predicted | error | TPOT ms published / predicted | error | profile used | approximated |\n\
          |---|---|---|---:|---:|---:|---:|---|---|"
     );
-    let cell = |published: Option<f64>, predicted: f64, error: Option<f64>| match (published, error)
-    {
-        (Some(p), Some(e)) => (format!("{p} / {predicted:.2}"), signed_pct(e)),
-        _ => ("–".to_string(), "–".to_string()),
+    let cell = |published: Option<f64>, predicted: f64| match published {
+        Some(p) => (
+            format!("{p} / {predicted:.2}"),
+            signed_pct(predicted / p - 1.0),
+        ),
+        None => ("–".to_string(), "–".to_string()),
     };
     // Each distinct approximation once, under the table, by number.
     let mut notes: Vec<&str> = Vec::new();
     for r in &c.serving {
         let p = &r.point;
-        let (ttft_error, tpot_error) = r.errors();
-        let (ttft, te) = cell(p.ttft_ms, r.ttft_ms, ttft_error);
-        let (tpot, pe) = cell(p.tpot_ms, r.tpot_ms, tpot_error);
+        let (ttft, te) = cell(p.ttft_ms, r.ttft_ms);
+        let (tpot, pe) = cell(p.tpot_ms, r.tpot_ms);
         let options = if p.options_text.is_empty() {
             "defaults"
         } else {

@@ -200,15 +200,7 @@ impl ServingPoint {
 
 /// Predicts every point of [`FILE`].
 pub fn predict_all() -> Result<Vec<ServingResult>, CalibrationError> {
-    points()?
-        .iter()
-        .map(|p| {
-            p.predict().map_err(|message| CalibrationError {
-                location: FILE.into(),
-                message: format!("{}: {message}", p.label()),
-            })
-        })
-        .collect()
+    ids::predict_each(&points()?, FILE, |p| p.label(), |p| p.predict())
 }
 
 /// Median and largest |error| per harness: (harness, metric) → (points, median, largest), metric

@@ -155,7 +155,8 @@ pub struct BenchReport {
     pub cancelled: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
+/// `skip_serializing_if` for counts written only when not 0.
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
@@ -534,8 +535,6 @@ mod tests {
         assert_eq!(r.definitions, BenchDefinitions::PerRequestItl);
     }
 
-    /// GuideLLM: TPOT includes the first token and is weighted by output tokens; ITL weighted by gaps;
-    /// percentiles without interpolation; throughput from the first token seen to the last.
     /// Two streams, six requests of 10 tokens, each sent as the previous one on its stream completes,
     /// recorded in completion order: (sent, first, end).
     fn two_streams(phases: TransientPhases, next_send_delay: f64) -> BenchLog {
@@ -686,6 +685,8 @@ mod tests {
         assert!((r.output_tokens_per_s - 50.0 / 3.3).abs() < 1e-6, "{r:?}");
     }
 
+    /// GuideLLM: TPOT includes the first token and is weighted by output tokens; ITL weighted by gaps;
+    /// percentiles without interpolation; throughput from the first token seen to the last.
     #[test]
     fn guidellm_weights_by_tokens_and_counts_the_first_token_in_tpot() {
         let mut log = BenchLog::new(BenchDefinitions::Guidellm);
