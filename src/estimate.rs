@@ -47,6 +47,9 @@ pub struct EstimateRequest {
     pub max_num_seqs: Option<u32>,
     /// The client/API-server path (default: on, with published costs; `enabled = false`: lock step).
     pub frontend: FrontendSpec,
+    /// The engine's asynchronous scheduling (vLLM's `--async-scheduling`, its default since PR #27614 of December 2025;
+    /// `false` for `--no-async-scheduling` or an older vLLM).
+    pub async_scheduling: bool,
     /// The benchmark client imitated, if any, and its options (unset ones take the harness's defaults):
     /// lengths drawn around `prompt` and `output` as it draws them, its request budget, warm-up, metric
     /// definitions and server flags. `None`: every request exactly `prompt` + `output` tokens, ten per
@@ -103,6 +106,9 @@ pub struct Estimate {
     pub max_num_batched_tokens: u32,
     /// The engine's sequence cap (`vllm serve`'s default for the GPU unless raised).
     pub max_num_seqs: u32,
+    /// Whether the engine schedules asynchronously (a request arriving while a step runs waits one
+    /// step more).
+    pub async_scheduling: bool,
     /// Output tokens per second of simulated time over the run.
     pub output_tokens_per_s: f64,
     pub ttft_ms: Stats,
@@ -202,8 +208,14 @@ impl Estimate {
         );
         let _ = writeln!(
             o,
-            "| engine limits | {} tokens per step, {} sequences |",
-            self.max_num_batched_tokens, self.max_num_seqs
+            "| engine limits | {} tokens per step, {} sequences, {} scheduling |",
+            self.max_num_batched_tokens,
+            self.max_num_seqs,
+            if self.async_scheduling {
+                "async"
+            } else {
+                "sync"
+            }
         );
         let _ = writeln!(o, "| output tokens/s | {:.1} |", self.output_tokens_per_s);
         for (name, s) in [("TTFT", &self.ttft_ms), ("TPOT", &self.tpot_ms)] {
@@ -361,6 +373,7 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
     if let Some(n) = req.max_num_seqs.or(harness_seqs) {
         group.max_num_seqs = PositiveInt(n.max(1));
     }
+    group.async_scheduling = req.async_scheduling;
     let perf = group.perf();
     let clients_run = req.concurrency.unwrap_or(1);
     // The client imitated: the workload it runs, how it is described, the ranges its lengths are drawn
@@ -489,6 +502,7 @@ pub fn estimate(req: &EstimateRequest) -> Result<Estimate, String> {
         kv_capacity_tokens: u64::from(group.kv_blocks()?) * u64::from(group.block_size.0),
         max_num_batched_tokens: group.max_num_batched_tokens.0,
         max_num_seqs: group.max_num_seqs.0,
+        async_scheduling: group.async_scheduling,
         output_tokens_per_s: round(loaded.output_tokens_per_s, 6),
         ttft_ms: stats(&loaded.ttft_ms),
         tpot_ms: stats(&loaded.tpot_ms),
@@ -519,6 +533,7 @@ mod tests {
             profile: None,
             max_num_seqs: None,
             frontend: FrontendSpec::default(),
+            async_scheduling: true,
             harness: None,
             seed: 0,
         }
@@ -545,7 +560,7 @@ mod tests {
     }
 
     /// `estimate` runs `vllm serve`'s limits for the GPU (vllm/engine/arg_utils.py): 8,192 tokens and
-    /// 1,024 sequences on an H100, 2,048 and 256 on an A100; and says so.
+    /// 1,024 sequences on an H100, 2,048 and 256 on an A100; and says so, with the scheduling asked for.
     #[test]
     fn the_engine_limits_are_vllm_serves_for_the_gpu() {
         let h100 = estimate(&req(None)).unwrap();
@@ -553,9 +568,19 @@ mod tests {
             (h100.max_num_batched_tokens, h100.max_num_seqs),
             (8192, 1024)
         );
+        assert!(h100.async_scheduling);
+        assert!(h100.to_markdown().contains(
+            "| engine limits | 8192 tokens per step, 1024 sequences, async scheduling |"
+        ));
+        let sync = estimate(&EstimateRequest {
+            async_scheduling: false,
+            ..req(None)
+        })
+        .unwrap();
+        assert!(!sync.async_scheduling);
         assert!(
-            h100.to_markdown()
-                .contains("| engine limits | 8192 tokens per step, 1024 sequences |")
+            sync.to_markdown()
+                .contains("1024 sequences, sync scheduling |")
         );
         let mut r = req(None);
         r.gpu = GpuId::A100;

@@ -211,6 +211,10 @@ impl ExternalPoint {
                 enabled: false,
                 ..Default::default()
             },
+            // TensorRT-LLM's PyTorch flow overlaps scheduling with the step in flight by default (its
+            // overlap scheduler), as vLLM's asynchronous scheduling does; a single client never meets
+            // a busy engine, so it changes nothing there.
+            async_scheduling: true,
             harness: None,
             seed: 0,
         })?;

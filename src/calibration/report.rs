@@ -127,7 +127,8 @@ fn serving_runs(o: &mut String, c: &Calibration) {
          --harness NAME` with the run's concurrency, request count and harness options, the API-server path and \
          the harness's warm-up on (`docs/benchmark-client.md`), and what the stated engine version is \
          known to do there (`frontend`: vLLM v0.10 to the June 2026 releases wait 2 ms to micro-batch \
-         tokenization, `src/workload/frontend.rs`). Nothing is fitted to them and no constant is \
+         tokenization, `src/workload/frontend.rs`; `engine`: vLLM before PR #27614 (December 2025) scheduled \
+         synchronously, `async_scheduling = false`). Nothing is fitted to them and no constant is \
          set from them. Points whose setup fleetsim cannot express exactly say what is approximated; the \
          points and their sources are in `{}`, and the candidates set aside, with why, in \
          `data/validation/SOURCE.md`.\n",
@@ -172,11 +173,12 @@ fn serving_runs(o: &mut String, c: &Calibration) {
             o,
             "| {} | `{}` | [{}]({}) | {ttft} | {te} | {tpot} | {pe} | {} | {approximated} |",
             p.label(),
-            if p.frontend_text.is_empty() {
-                options.to_string()
-            } else {
-                format!("{options}`; frontend `{}", p.frontend_text)
-            },
+            [("frontend", &p.frontend_text), ("engine", &p.engine_text)]
+                .iter()
+                .filter(|(_, text)| !text.is_empty())
+                .fold(options.to_string(), |o, (what, text)| format!(
+                    "{o}`; {what} `{text}"
+                )),
             p.source,
             p.url,
             r.profile,

@@ -21,7 +21,7 @@ use super::{CalibrationError, median_and_max};
 pub const FILE: &str = "data/validation/serving_runs.csv";
 const TEXT: &str = include_str!("../../data/validation/serving_runs.csv");
 
-const COLUMNS: [&str; 16] = [
+const COLUMNS: [&str; 17] = [
     "gpu",
     "model",
     "tp",
@@ -29,6 +29,7 @@ const COLUMNS: [&str; 16] = [
     "harness",
     "options",
     "frontend",
+    "engine",
     "prompt",
     "output",
     "concurrency",
@@ -55,6 +56,10 @@ pub struct ServingPoint {
     pub frontend: FrontendSpec,
     /// The frontend keys as written in the file (for the report).
     pub frontend_text: String,
+    /// The engine settings of the version run, where they differ from current vLLM's defaults.
+    pub engine: EngineOptions,
+    /// The engine keys as written in the file (for the report).
+    pub engine_text: String,
     /// Nominal prompt and output tokens (the harness draws around them).
     pub prompt: u32,
     pub output: u32,
@@ -70,6 +75,16 @@ pub struct ServingPoint {
     pub approximation: String,
 }
 
+/// Engine settings a point states (`[[workers]]` keys): what the vLLM version run did by default, or
+/// what its command line set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineOptions {
+    /// vLLM's `--async-scheduling`; unset: on, vLLM's default since PR #27614
+    /// (December 2025).
+    pub async_scheduling: Option<bool>,
+}
+
 /// The points of the bundled file.
 pub fn points() -> Result<Vec<ServingPoint>, CalibrationError> {
     parse(TEXT, FILE)
@@ -79,7 +94,8 @@ pub fn points() -> Result<Vec<ServingPoint>, CalibrationError> {
 /// `options` is the harness's options as TOML keys, `;`-separated (`random_range_ratio = 0.5`), as
 /// `estimate --harness-option` takes them; empty for the harness's defaults. `frontend` is
 /// `[workload.frontend]` keys in the same form, for what the engine version run is known to do
-/// (`tokenizer_batch_wait = "2ms"`); empty for the defaults.
+/// (`tokenizer_batch_wait = "2ms"`), and `engine` the engine's keys (`async_scheduling = false`);
+/// empty for the defaults.
 pub fn parse(text: &str, file: &str) -> Result<Vec<ServingPoint>, CalibrationError> {
     ids::read_rows(text, file, &COLUMNS, |row| {
         let field = |i: usize| row.field(i);
@@ -103,11 +119,14 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<ServingPoint>, CalibrationErr
         let frontend_text = field(6).to_string();
         let frontend: FrontendSpec = toml::from_str(&frontend_text.replace(';', "\n"))
             .map_err(|e: toml::de::Error| row.bad(6, e.message()))?;
-        let (ttft_ms, tpot_ms) = (mean(11)?, mean(12)?);
+        let engine_text = field(7).to_string();
+        let engine: EngineOptions = toml::from_str(&engine_text.replace(';', "\n"))
+            .map_err(|e: toml::de::Error| row.bad(7, e.message()))?;
+        let (ttft_ms, tpot_ms) = (mean(12)?, mean(13)?);
         if ttft_ms.is_none() && tpot_ms.is_none() {
-            return Err(row.bad(11, "a point needs mean_ttft_ms, mean_tpot_ms or both"));
+            return Err(row.bad(12, "a point needs mean_ttft_ms, mean_tpot_ms or both"));
         }
-        row.required(&[13, 14])?;
+        row.required(&[14, 15])?;
         Ok(ServingPoint {
             gpu,
             model,
@@ -118,15 +137,17 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<ServingPoint>, CalibrationErr
             options_text,
             frontend,
             frontend_text,
-            prompt: count(7)?,
-            output: count(8)?,
-            concurrency: count(9)?,
-            requests: count(10)?,
+            engine,
+            engine_text,
+            prompt: count(8)?,
+            output: count(9)?,
+            concurrency: count(10)?,
+            requests: count(11)?,
             ttft_ms,
             tpot_ms,
-            source: field(13).to_string(),
-            url: field(14).to_string(),
-            approximation: field(15).to_string(),
+            source: field(14).to_string(),
+            url: field(15).to_string(),
+            approximation: field(16).to_string(),
         })
     })
 }
@@ -185,6 +206,7 @@ impl ServingPoint {
             profile: None,
             max_num_seqs: None,
             frontend: self.frontend,
+            async_scheduling: self.engine.async_scheduling.unwrap_or(true),
             harness: Some((self.harness, self.options.clone())),
             seed: 0,
         })?;
@@ -231,7 +253,7 @@ pub fn errors_by_harness(
 mod tests {
     use super::*;
 
-    const HEADER: &str = "gpu,model,tp,precision,harness,options,frontend,prompt,output,concurrency,requests,mean_ttft_ms,mean_tpot_ms,source,url,approximation\n";
+    const HEADER: &str = "gpu,model,tp,precision,harness,options,frontend,engine,prompt,output,concurrency,requests,mean_ttft_ms,mean_tpot_ms,source,url,approximation\n";
 
     fn one(row: &str) -> Result<Vec<ServingPoint>, CalibrationError> {
         parse(&format!("{HEADER}{row}\n"), "s.csv")
@@ -239,20 +261,22 @@ mod tests {
 
     #[test]
     fn a_row_reads_its_harness_options_and_means() {
-        let p = one(r#"h100,qwen3-8b,1,bf16,vllm-bench,random_range_ratio = 0.5,"tokenizer_batch_wait = ""2ms""",200,100,4,100,59.0,,src,https://x,lengths"#)
+        let p = one(r#"h100,qwen3-8b,1,bf16,vllm-bench,random_range_ratio = 0.5,"tokenizer_batch_wait = ""2ms""",async_scheduling = false,200,100,4,100,59.0,,src,https://x,lengths"#)
             .unwrap();
         assert_eq!(
             p[0].frontend.tokenizer_batch_wait,
             crate::time::SimDuration::from_millis(2)
         );
         assert_eq!(p[0].frontend.request, FrontendSpec::default().request);
+        assert_eq!(p[0].engine.async_scheduling, Some(false));
         assert_eq!(p[0].harness, Harness::VllmBench);
         assert_eq!(p[0].options.random_range_ratio, Some(0.5));
         assert_eq!((p[0].ttft_ms, p[0].tpot_ms), (Some(59.0), None));
         assert_eq!(p[0].approximation, "lengths");
-        let p = one("h100,qwen3-8b,1,bf16,guidellm,prompt_tokens_stdev = 10;output_tokens_stdev = 5,,200,100,4,100,,7.3,src,https://x,")
+        let p = one("h100,qwen3-8b,1,bf16,guidellm,prompt_tokens_stdev = 10;output_tokens_stdev = 5,,,200,100,4,100,,7.3,src,https://x,")
             .unwrap();
         assert_eq!(p[0].options.output_tokens_stdev.map(|v| v.0), Some(5));
+        assert_eq!(p[0].engine, EngineOptions::default());
         assert_eq!(
             p[0].label(),
             "h100 qwen3-8b tp1 bf16, guidellm, 200/100 tokens, concurrency 4, 100 requests"
@@ -261,37 +285,43 @@ mod tests {
 
     #[test]
     fn bad_rows_name_the_line_and_the_column() {
-        let e = one("h100,qwen3-8b,1,bf16,locust,,,200,100,4,100,59,7,s,u,").unwrap_err();
+        let e = one("h100,qwen3-8b,1,bf16,locust,,,,200,100,4,100,59,7,s,u,").unwrap_err();
         assert_eq!(e.location, "s.csv:2");
         assert!(
             e.message.starts_with("harness:") && e.message.contains("locust"),
             "{e}"
         );
         let e =
-            one("h100,qwen3-8b,1,bf16,vllm-bench,range = 1,,200,100,4,100,59,7,s,u,").unwrap_err();
+            one("h100,qwen3-8b,1,bf16,vllm-bench,range = 1,,,200,100,4,100,59,7,s,u,").unwrap_err();
         assert!(
             e.message.starts_with("options:") && e.message.contains("range"),
             "{e}"
         );
-        let e =
-            one("h100,qwen3-8b,1,bf16,vllm-bench,,tokens = 3,200,100,4,100,59,7,s,u,").unwrap_err();
+        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,tokens = 3,,200,100,4,100,59,7,s,u,")
+            .unwrap_err();
         assert!(
             e.message.starts_with("frontend:") && e.message.contains("tokens"),
             "{e}"
         );
-        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,,200,100,0,100,59,7,s,u,").unwrap_err();
+        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,,async = false,200,100,4,100,59,7,s,u,")
+            .unwrap_err();
+        assert!(
+            e.message.starts_with("engine:") && e.message.contains("async"),
+            "{e}"
+        );
+        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,,,200,100,0,100,59,7,s,u,").unwrap_err();
         assert!(e.message.starts_with("concurrency:"), "{e}");
-        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,,200,100,4,100,,,s,u,").unwrap_err();
+        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,,,200,100,4,100,,,s,u,").unwrap_err();
         assert!(e.message.starts_with("mean_ttft_ms:"), "{e}");
-        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,,200,100,4,100,-3,,s,u,").unwrap_err();
+        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,,,200,100,4,100,-3,,s,u,").unwrap_err();
         assert!(e.message.starts_with("mean_ttft_ms:"), "{e}");
-        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,,200,100,4,100,59,,s,,").unwrap_err();
+        let e = one("h100,qwen3-8b,1,bf16,vllm-bench,,,,200,100,4,100,59,,s,,").unwrap_err();
         assert!(e.message.starts_with("url:"), "{e}");
     }
 
     #[test]
     fn errors_are_grouped_by_harness_and_metric() {
-        let p = one("h100,qwen3-8b,1,bf16,vllm-bench,,,200,100,4,100,50,10,s,u,").unwrap();
+        let p = one("h100,qwen3-8b,1,bf16,vllm-bench,,,,200,100,4,100,50,10,s,u,").unwrap();
         let r = |ttft: f64, tpot: f64| ServingResult {
             point: p[0].clone(),
             ttft_ms: ttft,

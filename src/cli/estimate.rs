@@ -21,6 +21,8 @@ pub(super) struct Args {
     pub requests: Option<u32>,
     /// Leave out the benchmark client, API server and warm-up (the engine alone, in lock step).
     pub no_frontend: bool,
+    /// vLLM's `--async-scheduling` (on unless `--no-async-scheduling`).
+    pub async_scheduling: bool,
     /// The benchmark client imitated, its range ratio and its other options (`KEY=VALUE`).
     pub harness: Option<Harness>,
     pub random_range_ratio: Option<f64>,
@@ -89,6 +91,7 @@ pub(super) fn estimate(a: Args, profile: Option<&Path>, json: bool) -> Result<()
             enabled: !a.no_frontend,
             ..Default::default()
         },
+        async_scheduling: a.async_scheduling,
         harness: match a.harness {
             Some(h) => Some((
                 h,

@@ -298,6 +298,11 @@ pub enum Command {
         /// engine alone, every client sending at the same instant.
         #[arg(long)]
         no_frontend: bool,
+        /// Schedule synchronously, as vLLM before 2026 or with `--no-async-scheduling`: a request
+        /// arriving while a step runs joins the next step, not the one after (default: asynchronous,
+        /// vLLM's default since PR #27614).
+        #[arg(long)]
+        no_async_scheduling: bool,
         /// Imitate this benchmark client (vllm-bench: `vllm bench serve --dataset-name random`;
         /// inferencemax: the pre-2025 vLLM script InferenceMAX runs, with its `--max-num-seqs` = the
         /// concurrency; aiperf; genai-perf; guidellm): its length draws around --prompt and --output, its
@@ -726,6 +731,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
             requests,
             profile,
             no_frontend,
+            no_async_scheduling,
             harness,
             random_range_ratio,
             harness_options,
@@ -743,6 +749,7 @@ pub fn main_with(cli: Cli) -> Result<()> {
                 concurrency,
                 requests,
                 no_frontend,
+                async_scheduling: !no_async_scheduling,
                 harness,
                 random_range_ratio,
                 harness_options,

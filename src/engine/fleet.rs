@@ -119,6 +119,7 @@ mod tests {
             block_size: 4,
             enable_prefix_caching: true,
             gpu_memory_utilization: 0.9,
+            async_scheduling: true,
         };
         let perf = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16);
         Worker::with_blocks(id, perf, params, 8)

@@ -16,6 +16,8 @@ duration = "60s"
 count = 1
 gpu = "h100"
 model = "llama-3.1-8b"
+# The hand timings below follow a batch formed when the step before it ends.
+async_scheduling = false
 [workers.lora]
 max_loras = 1
 max_cpu_loras = 2

@@ -146,6 +146,8 @@ impl Simulation {
         let mut allocated = std::mem::take(&mut self.allocated);
         allocated.clear();
         self.workers[w].advance_steady(&run.durations[from..upto], &mut allocated);
+        // The step left in flight, the `upto`-th pure one, began as the one before it ended.
+        self.workers[w].step_began_at(run.ends[upto - 1]);
         run.applied = upto;
         let total = self.workers[w].pool.total();
         for &(m, used) in &allocated {

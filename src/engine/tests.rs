@@ -56,13 +56,22 @@ pub(super) fn simulation(
     workers: usize,
     requests: Vec<Request>,
 ) -> (Simulation, Arc<Mutex<Vec<RequestRecord>>>) {
+    simulation_with(params(), workers, requests)
+}
+
+/// [`simulation`] with engine parameters `params`.
+fn simulation_with(
+    params: EngineParams,
+    workers: usize,
+    requests: Vec<Request>,
+) -> (Simulation, Arc<Mutex<Vec<RequestRecord>>>) {
     let records = Arc::new(Mutex::new(Vec::new()));
     let workload = Scripted {
         pending: requests.into(),
         records: Arc::clone(&records),
     };
     let fleet = (0..workers)
-        .map(|id| Worker::with_blocks(id, perf(), params(), 1000))
+        .map(|id| Worker::with_blocks(id, perf(), params, 1000))
         .collect();
     let sim = Simulation::new(
         "test".into(),
@@ -89,12 +98,18 @@ pub(super) fn by_id(records: &Arc<Mutex<Vec<RequestRecord>>>, id: u64) -> Reques
 
 #[test]
 fn an_arrival_at_the_instant_a_step_ends_joins_the_next_batch() {
-    // Request 0 arrives at 0 on an idle worker: its 100-token prefill starts at once and ends at t1.
-    // Request 1 arrives exactly at t1. Arrivals run before step ends at the same instant, so request 1 is
-    // queued when step 1 ends, and step 2 (request 0's first decode) takes it: it is scheduled at t1.
-    // Were the step end handled first, step 2 would start without it and it would wait a whole step.
+    // Synchronous scheduling (the batch is formed when the step before it ends). Request 0 arrives at
+    // 0 on an idle worker: its 100-token prefill starts at once and ends at t1. Request 1 arrives
+    // exactly at t1. Arrivals run before step ends at the same instant, so request 1 is queued when
+    // step 1 ends, and step 2 (request 0's first decode) takes it: it is scheduled at t1. Were the
+    // step end handled first, step 2 would start without it and it would wait a whole step.
     let t1 = SimTime::ZERO + prefill_step(100);
-    let (sim, records) = simulation(
+    let sync = EngineParams {
+        async_scheduling: false,
+        ..params()
+    };
+    let (sim, records) = simulation_with(
+        sync,
         1,
         vec![
             request(0, SimTime::ZERO, 1, 100, 3),
@@ -113,6 +128,59 @@ fn an_arrival_at_the_instant_a_step_ends_joins_the_next_batch() {
     // Request 0's 3 tokens come from 3 steps: its prefill, then 2 decodes (the first also carrying request
     // 1's prefill, which samples its only token).
     assert_eq!(out.summary.workers[0].steps, 3);
+}
+
+#[test]
+fn with_async_scheduling_an_arrival_during_a_step_waits_one_step_more() {
+    // The same two requests with asynchronous scheduling (the default). Step 2 was formed when step 1
+    // began, at 0, with request 0 alone; request 1, queued at t1, is scheduled in step 3, which starts
+    // when step 2 (request 0's first decode) ends, at t2, and carries request 0's last decode with it.
+    // An arrival on an idle engine is scheduled at once, as request 0 is.
+    assert!(params().async_scheduling, "vLLM's default");
+    let t1 = SimTime::ZERO + prefill_step(100);
+    let (sim, records) = simulation(
+        1,
+        vec![
+            request(0, SimTime::ZERO, 1, 100, 3),
+            request(1, t1, 2, 50, 1),
+        ],
+    );
+    let out = sim.run(&mut |_| {});
+    assert_eq!(out.collector.completed, 2);
+    let r0 = by_id(&records, 0);
+    assert_eq!(r0.first_scheduled, Some(SimTime::ZERO));
+    assert_eq!(r0.first_token, Some(t1));
+    let mut decode = StepShape::default();
+    decode.add(1, 100);
+    let t2 = t1 + perf().step_time(&decode);
+    let r1 = by_id(&records, 1);
+    assert_eq!(r1.first_scheduled, Some(t2));
+    let mut step3 = StepShape::default();
+    step3.add(1, 101);
+    step3.add(50, 0);
+    assert_eq!(r1.first_token, Some(t2 + perf().step_time(&step3)));
+    assert_eq!(r0.finished, t2 + perf().step_time(&step3));
+    assert_eq!(out.summary.workers[0].steps, 3);
+}
+
+#[test]
+fn with_async_scheduling_an_arrival_after_an_empty_step_is_scheduled_at_once() {
+    // Request 0 asks for one token: its prefill step (0 to t1) completes it, so the step formed
+    // ahead of the next holds nothing, and request 1, queued during step 1, starts as step 1 ends
+    // rather than a step later.
+    let t1 = SimTime::ZERO + prefill_step(100);
+    let during = SimTime(t1.0 / 2);
+    let (sim, records) = simulation(
+        1,
+        vec![
+            request(0, SimTime::ZERO, 1, 100, 1),
+            request(1, during, 2, 50, 1),
+        ],
+    );
+    let out = sim.run(&mut |_| {});
+    assert_eq!(out.collector.completed, 2);
+    assert_eq!(by_id(&records, 0).finished, t1);
+    assert_eq!(by_id(&records, 1).first_scheduled, Some(t1));
 }
 
 #[test]

@@ -99,6 +99,12 @@ pub struct WorkerGroup {
     /// (vLLM's `--gpu-memory-utilization`); the KV cache gets what is left after the rest.
     #[serde(default = "defaults::gpu_memory_utilization")]
     pub gpu_memory_utilization: Fraction,
+    /// Asynchronous scheduling (vLLM's `--async-scheduling`; `false` for `--no-async-scheduling`, or
+    /// for a vLLM release before it became the default, PR #27614 of December 2025): each step's batch is
+    /// formed while the step before it runs, so a request that arrives while the engine is busy waits
+    /// one step more before its prefill starts. An idle engine schedules an arrival at once either way.
+    #[serde(default = "defaults::async_scheduling")]
+    pub async_scheduling: bool,
     /// Override the KV capacity (blocks per worker) instead of deriving it from memory.
     #[serde(default)]
     pub kv_blocks: Option<PositiveInt>,
@@ -156,6 +162,9 @@ mod defaults {
     }
     pub fn block_size() -> PositiveInt {
         PositiveInt(EngineParams::default().block_size)
+    }
+    pub fn async_scheduling() -> bool {
+        EngineParams::default().async_scheduling
     }
     pub fn enable_prefix_caching() -> bool {
         EngineParams::default().enable_prefix_caching
@@ -245,6 +254,7 @@ impl WorkerGroup {
             block_size: defaults::block_size(),
             enable_prefix_caching: defaults::enable_prefix_caching(),
             gpu_memory_utilization: defaults::gpu_memory_utilization(),
+            async_scheduling: defaults::async_scheduling(),
             kv_blocks: None,
             profile: None,
             loaded_profile: None,
@@ -278,6 +288,7 @@ impl WorkerGroup {
             block_size: self.block_size.0,
             enable_prefix_caching: self.enable_prefix_caching,
             gpu_memory_utilization: self.gpu_memory_utilization.0,
+            async_scheduling: self.async_scheduling,
         }
     }
 

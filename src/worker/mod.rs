@@ -8,6 +8,10 @@
 //! token at the end of every step that brings its KV up to date, so its first token comes at the end
 //! of the step that completes its prefill, and it completes with its last token.
 //!
+//! With asynchronous scheduling (vLLM's default, [`EngineParams::async_scheduling`]) a step that starts
+//! as the one before it ends was formed when that one began: the waiting requests queued since then
+//! are left for the step after, unless the step would otherwise run nothing.
+//!
 //! Requests of a traffic mix carry priorities (lower first): the waiting queue is then ordered by
 //! priority, FCFS within one, and the victim of a preemption is the most recently admitted sequence of
 //! the lowest priority, as with vLLM's `--scheduling-policy priority`. With one priority throughout
@@ -57,6 +61,17 @@ pub struct EngineParams {
     pub enable_prefix_caching: bool,
     /// Fraction of GPU memory the engine may use (weights, activations, KV).
     pub gpu_memory_utilization: f64,
+    /// Asynchronous scheduling (vLLM's `--async-scheduling`, on by default since vLLM PR #27614, merged
+    /// at the end of December 2025): the engine forms each step's batch while the step before it runs, so a step that
+    /// follows another back to back holds only the requests queued before that other step began; a
+    /// request that arrives while the engine is busy waits one step more than with synchronous
+    /// scheduling. An idle engine schedules an arrival at once either way.
+    #[serde(default = "async_scheduling_default")]
+    pub async_scheduling: bool,
+}
+
+fn async_scheduling_default() -> bool {
+    EngineParams::default().async_scheduling
 }
 
 impl Default for EngineParams {
@@ -68,6 +83,7 @@ impl Default for EngineParams {
             block_size: 16,
             enable_prefix_caching: true,
             gpu_memory_utilization: 0.9,
+            async_scheduling: true,
         }
     }
 }
@@ -166,6 +182,11 @@ pub struct Worker {
     batch_seconds: f64,
     batch_tokens: u64,
     in_step: bool,
+    /// When the step in flight (or, between steps, the last one) began, and when the last step ended:
+    /// with asynchronous scheduling, a step that starts as the last one ends was formed when the last
+    /// one began ([`EngineParams::async_scheduling`]).
+    step_start: SimTime,
+    last_step_end: Option<SimTime>,
     /// Whether the step in flight is steady (`steady.rs`), and its batch's context tokens `Σ c_i`.
     steady: bool,
     steady_context: u64,
@@ -219,6 +240,8 @@ impl Worker {
             batch_seconds: 0.0,
             batch_tokens: 0,
             in_step: false,
+            step_start: SimTime::ZERO,
+            last_step_end: None,
             steady: false,
             steady_context: 0,
             phases: Vec::new(),
@@ -370,44 +393,23 @@ impl Worker {
             i += 1;
         }
 
-        // 2. New sequences, FCFS, unless this step had to preempt (as vLLM v1 does).
+        // 2. New sequences, FCFS, unless this step had to preempt (as vLLM v1 does). With asynchronous
+        // scheduling a step that follows another back to back was formed when that one began, so the
+        // requests queued since wait for the next step, unless this one would run nothing without
+        // them (the step formed ahead was empty, and an empty step takes no time).
         let mut admitted = false;
+        let mut deferred = false;
         if !preempted {
-            // With LoRA: the running batch's adapters, and a cursor past the waiting requests the
-            // skip rule leaves in place ([`crate::lora`]). Without, the cursor stays at the head.
-            let mut adapters = self.running_adapters();
-            let mut at = 0;
-            while budget > 0 && (self.running.len() as u32) < self.params.max_num_seqs {
-                if let Some(slots) = &self.lora {
-                    let max = slots.max_loras();
-                    while let Some(seq) = self.waiting.get_mut(at)
-                        && let Some(a) = seq.request.adapter
-                        && adapters.len() >= max
-                        && !adapters.contains(&a.id)
-                    {
-                        if !seq.lora_skipped {
-                            seq.lora_skipped = true;
-                            if let Some(slots) = &mut self.lora {
-                                slots.counters.requests_waited += 1;
-                            }
-                        }
-                        at += 1;
-                    }
-                }
-                let Some(n) = self.try_admit(at, budget, now) else {
-                    break;
-                };
-                if let Some(a) = self.running.last().and_then(|s| s.request.adapter)
-                    && self.lora.is_some()
-                    && !adapters.contains(&a.id)
-                {
-                    adapters.push(a.id);
-                }
-                self.batch.push((self.running.len() - 1, n));
-                budget -= n;
-                admitted = true;
+            let cutoff = match self.last_step_end {
+                Some(end) if self.params.async_scheduling && end == now => self.step_start,
+                _ => now,
+            };
+            (admitted, deferred) = self.admit_waiting(&mut budget, now, cutoff);
+            if deferred && self.batch.is_empty() {
+                (admitted, deferred) = self.admit_waiting(&mut budget, now, now);
             }
         }
+        self.step_start = now;
 
         self.steady = false;
         if self.batch.is_empty() {
@@ -435,6 +437,7 @@ impl Worker {
         // no sequence slot, or a head that does not fit) cannot change while nothing else happens.
         self.steady = !preempted
             && !admitted
+            && !deferred
             && self.batch.len() == self.running.len()
             && self.reserved.len() as u32 >= self.kv_reserve_target
             && self.running.iter().all(|s| {
@@ -453,6 +456,72 @@ impl Worker {
         self.busy_energy_j += self.step_energy_j(&shape, dt);
         self.steps += 1;
         Some(dt)
+    }
+
+    /// Admits waiting requests, FCFS within a priority, while `budget` and the sequence cap allow,
+    /// skipping those queued after `cutoff` and those LoRA's adapter rule keeps out ([`crate::lora`]):
+    /// returns whether any was admitted and whether any was skipped for `cutoff`.
+    fn admit_waiting(&mut self, budget: &mut u32, now: SimTime, cutoff: SimTime) -> (bool, bool) {
+        let (mut admitted, mut deferred) = (false, false);
+        // With LoRA: the running batch's adapters. The cursor passes over the waiting requests left
+        // in place; without LoRA or a cutoff it stays at the head.
+        let mut adapters = self.running_adapters();
+        let mut at = 0;
+        while *budget > 0 && (self.running.len() as u32) < self.params.max_num_seqs {
+            at = self.next_admissible(at, cutoff, &adapters, &mut deferred);
+            let Some(n) = self.try_admit(at, *budget, now) else {
+                break;
+            };
+            if let Some(a) = self.running.last().and_then(|s| s.request.adapter)
+                && self.lora.is_some()
+                && !adapters.contains(&a.id)
+            {
+                adapters.push(a.id);
+            }
+            self.batch.push((self.running.len() - 1, n));
+            *budget -= n;
+            admitted = true;
+        }
+        (admitted, deferred)
+    }
+
+    /// From position `at` of the waiting queue, the first request this step may admit: past those
+    /// queued after `cutoff` (noted in `deferred`) and those for an adapter that cannot join a batch
+    /// already naming `max_loras` adapters (counted once each as having waited for LoRA).
+    fn next_admissible(
+        &mut self,
+        mut at: usize,
+        cutoff: SimTime,
+        adapters: &[u64],
+        deferred: &mut bool,
+    ) -> usize {
+        let max_loras = self.lora.as_ref().map(|slots| slots.max_loras());
+        while let Some(seq) = self.waiting.get_mut(at) {
+            if seq.enqueued > cutoff {
+                *deferred = true;
+            } else if let Some(max) = max_loras
+                && let Some(a) = seq.request.adapter
+                && adapters.len() >= max
+                && !adapters.contains(&a.id)
+            {
+                if !seq.lora_skipped {
+                    seq.lora_skipped = true;
+                    if let Some(slots) = &mut self.lora {
+                        slots.counters.requests_waited += 1;
+                    }
+                }
+            } else {
+                break;
+            }
+            at += 1;
+        }
+        at
+    }
+
+    /// Notes that the step in flight began at `at`: the engine's decode fast path applies a run's pure
+    /// steps in bulk, and the one it leaves in flight began when the one before it ended.
+    pub fn step_began_at(&mut self, at: SimTime) {
+        self.step_start = at;
     }
 
     /// Energy of a step of `shape` lasting `dt` on this worker's GPUs, J (`hardware::power`).
@@ -533,6 +602,7 @@ impl Worker {
             self.id
         );
         self.in_step = false;
+        self.last_step_end = Some(now);
         let bs = self.params.block_size;
         let per_token = self.batch_seconds / self.batch_tokens as f64;
         let mut any_done = false;

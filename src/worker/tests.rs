@@ -21,6 +21,9 @@ fn worker(blocks: u32, budget: u32) -> Worker {
         block_size: BS,
         enable_prefix_caching: true,
         gpu_memory_utilization: 0.9,
+        // The admission rules below are stated step by step, for a batch formed when the step before
+        // it ends; `async_*` tests cover asynchronous scheduling.
+        async_scheduling: false,
     };
     let perf = PerfModel::with_defaults(GpuId::H100, ModelId::Llama31_8b, 1, Precision::Bf16);
     Worker::with_blocks(0, perf, params, blocks)
@@ -718,4 +721,41 @@ mod lora {
             prop_assert_eq!(done, reqs.len());
         }
     }
+}
+
+/// Asynchronous scheduling: a step that follows another back to back was formed when that one began.
+/// A is admitted at once on the idle engine. L, queued as step 1 ends, misses step 2 (formed at 0)
+/// and is scheduled in step 3. H, of a higher priority, is queued as step 2 ends, ahead of L: step 3
+/// (formed when step 2 began) passes over it to L, and step 4 takes it. A step that leaves a request
+/// for the next is not steady: the next one admits.
+#[test]
+fn async_scheduling_holds_a_request_queued_during_a_step_for_one_step_more() {
+    let mut w = worker(50, 64);
+    w.params.async_scheduling = true;
+    let mut h = Harness::new(w);
+    h.enqueue(request(1, &[(1, 8)], 10), 0);
+    assert_eq!(h.step().0, [(1, 8)]);
+    h.enqueue(with_priority(request(2, &[(2, 8)], 10), 1), 0);
+    assert_eq!(h.start(), [(1, 1)]);
+    assert!(!h.w.step_is_steady(), "L joins the next step");
+    h.finish();
+    h.enqueue(with_priority(request(3, &[(3, 8)], 10), -1), 0);
+    assert_eq!(h.waiting_ids(), vec![3, 2]);
+    assert_eq!(h.step().0, [(1, 1), (2, 8)]);
+    assert_eq!(h.step().0, [(1, 1), (2, 1), (3, 8)]);
+}
+
+/// With asynchronous scheduling, a step formed ahead that holds nothing takes no time: a request
+/// queued while the last sequence's last step runs is scheduled as that step ends, and one queued
+/// on an idle engine at once.
+#[test]
+fn async_scheduling_does_not_hold_a_request_back_when_the_engine_would_idle() {
+    let mut w = worker(50, 64);
+    w.params.async_scheduling = true;
+    let mut h = Harness::new(w);
+    h.enqueue(request(1, &[(1, 8)], 1), 0);
+    let (batch, done) = h.step();
+    assert_eq!((batch, done.len()), (vec![(1, 8)], 1));
+    h.enqueue(request(2, &[(2, 8)], 1), 0);
+    assert_eq!(h.step().0, [(2, 8)]);
 }

@@ -158,6 +158,7 @@ fn a_fit_to_known_step_times_predicts_them_and_drives_estimate() {
             enabled: false,
             ..Default::default()
         },
+        async_scheduling: true,
         harness: None,
         seed: 0,
     })

@@ -175,6 +175,17 @@ fn h100_8b_closed_loop(
     requests: u32,
     frontend: fleetsim::workload::FrontendSpec,
 ) -> fleetsim::estimate::Estimate {
+    h100_8b_closed_loop_scheduled(lengths, clients, requests, frontend, true)
+}
+
+/// [`h100_8b_closed_loop`] with asynchronous scheduling on or off.
+fn h100_8b_closed_loop_scheduled(
+    lengths: (u32, u32),
+    clients: u32,
+    requests: u32,
+    frontend: fleetsim::workload::FrontendSpec,
+    async_scheduling: bool,
+) -> fleetsim::estimate::Estimate {
     use fleetsim::estimate::{EstimateRequest, estimate};
     use fleetsim::hardware::{GpuId, ModelId, Precision};
     estimate(&EstimateRequest {
@@ -190,6 +201,7 @@ fn h100_8b_closed_loop(
         profile: None,
         max_num_seqs: None,
         frontend,
+        async_scheduling,
         harness: None,
         seed: 0,
     })
@@ -197,7 +209,16 @@ fn h100_8b_closed_loop(
 }
 
 fn bench_estimate(output: u32, concurrency: u32, frontend: bool) -> fleetsim::estimate::Estimate {
-    h100_8b_closed_loop(
+    bench_estimate_scheduled(output, concurrency, frontend, true)
+}
+
+fn bench_estimate_scheduled(
+    output: u32,
+    concurrency: u32,
+    frontend: bool,
+    async_scheduling: bool,
+) -> fleetsim::estimate::Estimate {
+    h100_8b_closed_loop_scheduled(
         (1024, output),
         concurrency,
         concurrency * 8,
@@ -205,6 +226,7 @@ fn bench_estimate(output: u32, concurrency: u32, frontend: bool) -> fleetsim::es
             enabled: frontend,
             ..Default::default()
         },
+        async_scheduling,
     )
 }
 
@@ -225,11 +247,21 @@ fn mean_ttft_falls_as_the_output_grows_at_fixed_concurrency() {
 /// Fixed lengths and C clients: with the benchmark client and API server in the loop the clients are not in
 /// lock step, so TTFTs spread (p99 > p50) and the mean is below the lock-step loop's, where every client's
 /// prompt is sent at the same instant as all the others and waits for them to be prefilled. The warm-up is
-/// reported apart.
+/// reported apart. Compared with synchronous scheduling, where only the dispatch differs: with
+/// asynchronous scheduling (the default) a request that arrives while a step runs waits one step more,
+/// which the lock-step loop's requests, all arriving at an idle engine, never do.
 #[test]
 fn a_fixed_length_closed_loop_is_not_in_lock_step() {
-    let real = bench_estimate(256, 16, true);
-    let lock = bench_estimate(256, 16, false);
+    let real = bench_estimate_scheduled(256, 16, true, false);
+    let lock = bench_estimate_scheduled(256, 16, false, false);
+    let real_async = bench_estimate(256, 16, true);
+    let lock_async = bench_estimate(256, 16, false);
+    assert_eq!(lock_async.ttft_ms.mean, lock.ttft_ms.mean);
+    assert!(
+        real_async.ttft_ms.mean > real.ttft_ms.mean
+            && real_async.ttft_ms.mean < real.ttft_ms.mean + 2.0 * real.decode_step_ms,
+        "{real_async:?} vs {real:?}"
+    );
     assert!(real.ttft_ms.p99 > 1.2 * real.ttft_ms.p50, "{real:?}");
     assert!(
         real.ttft_ms.mean < lock.ttft_ms.mean,
