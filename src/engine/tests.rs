@@ -96,20 +96,18 @@ pub(super) fn by_id(records: &Arc<Mutex<Vec<RequestRecord>>>, id: u64) -> Reques
     records.iter().find(|r| r.id == id).cloned().unwrap()
 }
 
-#[test]
-fn an_arrival_at_the_instant_a_step_ends_joins_the_next_batch() {
-    // Synchronous scheduling (the batch is formed when the step before it ends). Request 0 arrives at
-    // 0 on an idle worker: its 100-token prefill starts at once and ends at t1. Request 1 arrives
-    // exactly at t1. Arrivals run before step ends at the same instant, so request 1 is queued when
-    // step 1 ends, and step 2 (request 0's first decode) takes it: it is scheduled at t1. Were the
-    // step end handled first, step 2 would start without it and it would wait a whole step.
+/// Request 0 (100 prompt tokens, 3 output) on an idle worker at 0, request 1 (50, 1) at the end of
+/// request 0's prefill step, t1, with asynchronous scheduling on or off: t1, the run, and both records
+/// (request 0's checked to start at once and sample its first token at t1).
+fn one_arrival_as_a_prefill_ends(
+    async_scheduling: bool,
+) -> (SimTime, RunOutput, [RequestRecord; 2]) {
     let t1 = SimTime::ZERO + prefill_step(100);
-    let sync = EngineParams {
-        async_scheduling: false,
-        ..params()
-    };
     let (sim, records) = simulation_with(
-        sync,
+        EngineParams {
+            async_scheduling,
+            ..params()
+        },
         1,
         vec![
             request(0, SimTime::ZERO, 1, 100, 3),
@@ -121,7 +119,17 @@ fn an_arrival_at_the_instant_a_step_ends_joins_the_next_batch() {
     let r0 = by_id(&records, 0);
     assert_eq!(r0.first_scheduled, Some(SimTime::ZERO));
     assert_eq!(r0.first_token, Some(t1));
-    let r1 = by_id(&records, 1);
+    (t1, out, [r0, by_id(&records, 1)])
+}
+
+#[test]
+fn an_arrival_at_the_instant_a_step_ends_joins_the_next_batch() {
+    // Synchronous scheduling (the batch is formed when the step before it ends). Request 0 arrives at
+    // 0 on an idle worker: its 100-token prefill starts at once and ends at t1. Request 1 arrives
+    // exactly at t1. Arrivals run before step ends at the same instant, so request 1 is queued when
+    // step 1 ends, and step 2 (request 0's first decode) takes it: it is scheduled at t1. Were the
+    // step end handled first, step 2 would start without it and it would wait a whole step.
+    let (t1, out, [_, r1]) = one_arrival_as_a_prefill_ends(false);
     assert_eq!(r1.first_scheduled, Some(t1));
     // Its first (and only) token comes at the end of step 2, after t1.
     assert!(r1.first_token.unwrap() > t1);
@@ -137,23 +145,10 @@ fn with_async_scheduling_an_arrival_during_a_step_waits_one_step_more() {
     // when step 2 (request 0's first decode) ends, at t2, and carries request 0's last decode with it.
     // An arrival on an idle engine is scheduled at once, as request 0 is.
     assert!(params().async_scheduling, "vLLM's default");
-    let t1 = SimTime::ZERO + prefill_step(100);
-    let (sim, records) = simulation(
-        1,
-        vec![
-            request(0, SimTime::ZERO, 1, 100, 3),
-            request(1, t1, 2, 50, 1),
-        ],
-    );
-    let out = sim.run(&mut |_| {});
-    assert_eq!(out.collector.completed, 2);
-    let r0 = by_id(&records, 0);
-    assert_eq!(r0.first_scheduled, Some(SimTime::ZERO));
-    assert_eq!(r0.first_token, Some(t1));
+    let (t1, out, [r0, r1]) = one_arrival_as_a_prefill_ends(true);
     let mut decode = StepShape::default();
     decode.add(1, 100);
     let t2 = t1 + perf().step_time(&decode);
-    let r1 = by_id(&records, 1);
     assert_eq!(r1.first_scheduled, Some(t2));
     let mut step3 = StepShape::default();
     step3.add(1, 101);

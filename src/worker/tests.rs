@@ -723,6 +723,13 @@ mod lora {
     }
 }
 
+/// A worker of 50 blocks and a 64-token budget with asynchronous scheduling.
+fn async_harness() -> Harness {
+    let mut w = worker(50, 64);
+    w.params.async_scheduling = true;
+    Harness::new(w)
+}
+
 /// Asynchronous scheduling: a step that follows another back to back was formed when that one began.
 /// A is admitted at once on the idle engine. L, queued as step 1 ends, misses step 2 (formed at 0)
 /// and is scheduled in step 3. H, of a higher priority, is queued as step 2 ends, ahead of L: step 3
@@ -730,9 +737,7 @@ mod lora {
 /// for the next is not steady: the next one admits.
 #[test]
 fn async_scheduling_holds_a_request_queued_during_a_step_for_one_step_more() {
-    let mut w = worker(50, 64);
-    w.params.async_scheduling = true;
-    let mut h = Harness::new(w);
+    let mut h = async_harness();
     h.enqueue(request(1, &[(1, 8)], 10), 0);
     assert_eq!(h.step().0, [(1, 8)]);
     h.enqueue(with_priority(request(2, &[(2, 8)], 10), 1), 0);
@@ -750,9 +755,7 @@ fn async_scheduling_holds_a_request_queued_during_a_step_for_one_step_more() {
 /// on an idle engine at once.
 #[test]
 fn async_scheduling_does_not_hold_a_request_back_when_the_engine_would_idle() {
-    let mut w = worker(50, 64);
-    w.params.async_scheduling = true;
-    let mut h = Harness::new(w);
+    let mut h = async_harness();
     h.enqueue(request(1, &[(1, 8)], 1), 0);
     let (batch, done) = h.step();
     assert_eq!((batch, done.len()), (vec![(1, 8)], 1));
