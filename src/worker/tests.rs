@@ -762,3 +762,15 @@ fn async_scheduling_does_not_hold_a_request_back_when_the_engine_would_idle() {
     h.enqueue(request(2, &[(2, 8)], 1), 0);
     assert_eq!(h.step().0, [(2, 8)]);
 }
+
+/// Engine parameters written before `async_scheduling` existed read as vLLM's default today: on.
+#[test]
+fn engine_parameters_without_async_scheduling_read_as_on() {
+    let p: EngineParams = toml::from_str(
+        "max_num_batched_tokens = 8192\nmax_num_seqs = 256\nblock_size = 16\n\
+         enable_prefix_caching = true\ngpu_memory_utilization = 0.9",
+    )
+    .unwrap();
+    assert!(p.async_scheduling);
+    assert_eq!(p, EngineParams::default());
+}
