@@ -206,7 +206,10 @@ impl ServingPoint {
             profile: None,
             max_num_seqs: None,
             frontend: self.frontend,
-            async_scheduling: self.engine.async_scheduling.unwrap_or(true),
+            async_scheduling: self
+                .engine
+                .async_scheduling
+                .unwrap_or(crate::worker::EngineParams::default().async_scheduling),
             harness: Some((self.harness, self.options.clone())),
             seed: 0,
         })?;
